@@ -1,0 +1,3 @@
+module stategate
+
+go 1.26

@@ -1,0 +1,254 @@
+package interp
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+)
+
+// maxResolveDepth bounds alias chains of named guards and actions.
+const maxResolveDepth = 32
+
+// ErrNotImplemented is wrapped by the error of a named guard that has no
+// implementation.
+var ErrNotImplemented = errors.New("not implemented")
+
+type notImplemented struct{ msg string }
+
+func (e *notImplemented) Error() string { return e.msg }
+func (e *notImplemented) Unwrap() error { return ErrNotImplemented }
+
+// resolveActions is XState's resolveAndExecuteActionsWithContext: built-in
+// actions change the snapshot in order; custom actions run at once while
+// the actor runs, and are deferred while it starts.
+func (st *stepper) resolveActions(s *Snapshot, ev Event, actions []Action) (*Snapshot, error) {
+	for _, a := range actions {
+		var params any
+		if na, ok := a.(*NamedAction); ok {
+			impl := st.m.Impl.Actions[na.Type]
+			if impl == nil {
+				continue // XState skips an action with no implementation
+			}
+			if na.Params != nil {
+				var err error
+				if params, err = na.Params.Eval(Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s}, nil); err != nil {
+					return nil, err
+				}
+			}
+			a = impl
+			if _, alias := a.(*NamedAction); alias {
+				st.depth++
+				if st.depth > maxResolveDepth {
+					return nil, fmt.Errorf("action '%s' refers to itself", na.Type)
+				}
+				next, err := st.resolveActions(s, ev, []Action{a})
+				st.depth--
+				if err != nil {
+					return nil, err
+				}
+				s = next
+				continue
+			}
+		}
+		var err error
+		if s, err = st.resolveAction(s, ev, a, params); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (st *stepper) args(s *Snapshot, ev Event) Args {
+	return Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s}
+}
+
+func (st *stepper) resolveAction(s *Snapshot, ev Event, a Action, params any) (*Snapshot, error) {
+	switch a := a.(type) {
+	case *FuncAction:
+		args := st.args(s, ev)
+		if st.running {
+			return s, a.Fn(args, params)
+		}
+		st.effects = append(st.effects, Effect{Kind: EffectExec, exec: func() error { return a.Fn(args, params) }})
+	case *AssignAction:
+		if s.Context == nil {
+			return nil, errors.New("Cannot assign to undefined `context`. Ensure that `context` is defined in the machine config.")
+		}
+		update, err := a.Fn(st.args(s, ev), params)
+		if err != nil {
+			return nil, err
+		}
+		old, _ := s.Context.(map[string]any)
+		ctx := make(map[string]any, len(old)+len(update))
+		maps.Copy(ctx, old)
+		maps.Copy(ctx, update)
+		s = s.clone()
+		s.Context = ctx
+	case *RaiseAction:
+		args := st.args(s, ev)
+		v, err := a.Event.Eval(args, params)
+		if err != nil {
+			return nil, err
+		}
+		e, err := toEvent(v, "raise")
+		if err != nil {
+			return nil, err
+		}
+		var delay any
+		if a.DelayName != "" {
+			if d := st.m.Impl.Delays[a.DelayName]; d != nil {
+				if delay, err = d.Eval(args, params); err != nil {
+					return nil, err
+				}
+			}
+		} else if a.Delay != nil {
+			if delay, err = a.Delay.Eval(args, params); err != nil {
+				return nil, err
+			}
+		}
+		ms, isNum := toNumber(delay)
+		if !isNum {
+			st.queue = append(st.queue, e)
+			return s, nil
+		}
+		id, err := st.id(a.ID, args, params)
+		if err != nil {
+			return nil, err
+		}
+		st.effects = append(st.effects, Effect{Kind: EffectSchedule, ID: id, Event: e, Delay: ms})
+	case *CancelAction:
+		id, err := st.id(a.ID, st.args(s, ev), params)
+		if err != nil {
+			return nil, err
+		}
+		st.effects = append(st.effects, Effect{Kind: EffectCancel, ID: id})
+	case *EmitAction:
+		v, err := a.Event.Eval(st.args(s, ev), params)
+		if err != nil {
+			return nil, err
+		}
+		e, err := toEvent(v, "emit")
+		if err != nil {
+			return nil, err
+		}
+		st.effects = append(st.effects, Effect{Kind: EffectEmit, Event: e})
+	case *LogAction:
+		v, err := a.Value.Eval(st.args(s, ev), params)
+		if err != nil {
+			return nil, err
+		}
+		st.effects = append(st.effects, Effect{Kind: EffectLog, Value: v, Label: a.Label})
+	default:
+		return st.resolveChildAction(s, ev, a, params)
+	}
+	return s, nil
+}
+
+// id evaluates a scheduled event's id, or makes a fresh one.
+func (st *stepper) id(e *Expr, args Args, params any) (string, error) {
+	if e == nil {
+		if st.actor != nil {
+			st.actor.seq++
+			return "xstate.raise." + strconv.Itoa(st.actor.seq), nil
+		}
+		return "xstate.raise", nil
+	}
+	v, err := e.Eval(args, params)
+	if err != nil {
+		return "", err
+	}
+	if s, ok := v.(string); ok {
+		return s, nil
+	}
+	return fmt.Sprint(v), nil
+}
+
+// toEvent converts an evaluated event expression to an Event.
+func toEvent(v any, what string) (Event, error) {
+	switch e := v.(type) {
+	case Event:
+		return e, nil
+	case map[string]any:
+		if ev, ok := EventFromObject(e); ok {
+			return ev, nil
+		}
+	case string:
+		return Event{}, fmt.Errorf("Only event objects may be used with %s; use %s({ type: %q }) instead", what, what, e)
+	}
+	return Event{}, fmt.Errorf("%s: the event must be an object with a string type, not %T", what, v)
+}
+
+// toNumber converts a JSON-like number to float64.
+func toNumber(v any) (float64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return n, true
+	case int:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case float32:
+		return float64(n), true
+	}
+	return 0, false
+}
+
+// evalGuard is XState's evaluateGuard.
+func (st *stepper) evalGuard(g Guard, s *Snapshot, ctx any, ev Event) (bool, error) {
+	args := Args{Context: ctx, Event: ev, Self: st.actor, Snapshot: s}
+	switch g := g.(type) {
+	case *NamedGuard:
+		impl := st.m.Impl.Guards[g.Type]
+		if impl == nil {
+			return false, &notImplemented{fmt.Sprintf("Guard '%s' is not implemented.'.", g.Type)}
+		}
+		if f, ok := impl.(*FuncGuard); ok {
+			var params any
+			if g.Params != nil {
+				var err error
+				if params, err = g.Params.Eval(args, nil); err != nil {
+					return false, err
+				}
+			}
+			return f.Fn(args, params)
+		}
+		st.depth++
+		defer func() { st.depth-- }()
+		if st.depth > maxResolveDepth {
+			return false, fmt.Errorf("guard '%s' refers to itself", g.Type)
+		}
+		return st.evalGuard(impl, s, ctx, ev)
+	case *FuncGuard:
+		return g.Fn(args, nil)
+	case *AndGuard:
+		for _, c := range g.Guards {
+			ok, err := st.evalGuard(c, s, ctx, ev)
+			if err != nil || !ok {
+				return false, err
+			}
+		}
+		return true, nil
+	case *OrGuard:
+		for _, c := range g.Guards {
+			ok, err := st.evalGuard(c, s, ctx, ev)
+			if err != nil || ok {
+				return ok, err
+			}
+		}
+		return false, nil
+	case *NotGuard:
+		ok, err := st.evalGuard(g.Guard, s, ctx, ev)
+		return !ok && err == nil, err
+	case *StateInGuard:
+		if ref, ok := g.State.(string); ok && len(ref) > 0 && ref[0] == '#' {
+			n, err := s.Machine.lookupID(ref)
+			if err != nil {
+				return false, err
+			}
+			return s.set.has(n.Order), nil
+		}
+		return s.Matches(g.State), nil
+	}
+	return false, fmt.Errorf("unknown guard %T", g)
+}

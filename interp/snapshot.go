@@ -1,0 +1,224 @@
+package interp
+
+import (
+	"slices"
+	"sort"
+)
+
+// Status is an actor's status.
+type Status uint8
+
+// The statuses of XState's snapshots.
+const (
+	StatusActive Status = iota
+	StatusDone
+	StatusError
+	StatusStopped
+)
+
+var statusNames = [...]string{"active", "done", "error", "stopped"}
+
+func (s Status) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return "unknown"
+}
+
+// Snapshot is an immutable state of a machine actor: its active state
+// nodes, context, status, output or error, and history.
+type Snapshot struct {
+	Machine *Machine
+	Context any
+	Status  Status
+	Output  any
+	Err     error
+
+	// nodes are the active state nodes in the order XState keeps them
+	// (insertion order: entered nodes are appended), set the same as a set.
+	nodes   []*StateNode
+	set     nodeSet
+	history map[*StateNode][]*StateNode
+	// children are the running child actors by id (invoked and spawned).
+	children map[string]*Actor
+}
+
+func (s *Snapshot) clone() *Snapshot {
+	c := *s
+	return &c
+}
+
+// Nodes returns the active state nodes, in XState's order.
+func (s *Snapshot) Nodes() []*StateNode { return s.nodes }
+
+// Active reports whether the state node is active.
+func (s *Snapshot) Active(n *StateNode) bool { return s.set.has(n.Order) }
+
+// Children returns the ids of the running child actors, sorted.
+func (s *Snapshot) Children() []string {
+	ids := make([]string, 0, len(s.children))
+	for id := range s.children {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Child returns the running child actor with the id, or nil.
+func (s *Snapshot) Child(id string) *Actor { return s.children[id] }
+
+// Value returns the state value as XState prints it: a string for an
+// atomic child of the root, else an object (map[string]any) of child keys.
+func (s *Snapshot) Value() any {
+	adj := s.adjacency()
+	return valueOf(s.Machine.Root, adj)
+}
+
+// adjacency lists each active node's active children in XState's order.
+func (s *Snapshot) adjacency() map[*StateNode][]*StateNode {
+	adj := make(map[*StateNode][]*StateNode, len(s.nodes))
+	for _, n := range s.nodes {
+		if n.Parent != nil {
+			adj[n.Parent] = append(adj[n.Parent], n)
+		}
+	}
+	return adj
+}
+
+func valueOf(n *StateNode, adj map[*StateNode][]*StateNode) any {
+	kids := adj[n]
+	if n.Type == Compound && len(kids) > 0 {
+		if k := kids[0]; k.Type == Atomic || k.Type == Final {
+			return k.Key
+		}
+	}
+	v := make(map[string]any, len(kids))
+	for _, k := range kids {
+		v[k.Key] = valueOf(k, adj)
+	}
+	return v
+}
+
+// ValueKeys is Value with the order of keys XState would print, for
+// persistence: each object is a sequence of key/value pairs.
+func (s *Snapshot) orderedValue() any {
+	return orderedValueOf(s.Machine.Root, s.adjacency())
+}
+
+// OrderedValue is a state value object with its keys in order.
+type OrderedValue []ValuePair
+
+// ValuePair is one key of an OrderedValue.
+type ValuePair struct {
+	Key   string
+	Value any // string or OrderedValue
+}
+
+func orderedValueOf(n *StateNode, adj map[*StateNode][]*StateNode) any {
+	kids := adj[n]
+	if n.Type == Compound && len(kids) > 0 {
+		if k := kids[0]; k.Type == Atomic || k.Type == Final {
+			return k.Key
+		}
+	}
+	v := make(OrderedValue, 0, len(kids))
+	for _, k := range kids {
+		v = append(v, ValuePair{k.Key, orderedValueOf(k, adj)})
+	}
+	return v
+}
+
+// Tags returns the tags of the active state nodes, sorted, without
+// duplicates.
+func (s *Snapshot) Tags() []string {
+	var tags []string
+	for _, n := range s.nodes {
+		tags = append(tags, n.Tags...)
+	}
+	sort.Strings(tags)
+	return slices.Compact(tags)
+}
+
+// HasTag reports whether an active state node has the tag.
+func (s *Snapshot) HasTag(tag string) bool {
+	for _, n := range s.nodes {
+		if slices.Contains(n.Tags, tag) {
+			return true
+		}
+	}
+	return false
+}
+
+// Matches reports whether the snapshot is in the state value: a dotted
+// path ("a.b") or a (partial) value object, as XState's matches().
+func (s *Snapshot) Matches(value any) bool {
+	return matchesState(toStateValue(value), s.Value())
+}
+
+func toStateValue(v any) any {
+	str, ok := v.(string)
+	if !ok {
+		return v
+	}
+	parts := splitPath(str)
+	var out any = parts[len(parts)-1]
+	for i := len(parts) - 2; i >= 0; i-- {
+		out = map[string]any{parts[i]: out}
+	}
+	return out
+}
+
+func matchesState(parent, child any) bool {
+	cs, childIsString := child.(string)
+	ps, parentIsString := parent.(string)
+	if childIsString {
+		return parentIsString && cs == ps
+	}
+	cm, _ := child.(map[string]any)
+	if parentIsString {
+		_, ok := cm[ps]
+		return ok
+	}
+	pm, ok := parent.(map[string]any)
+	if !ok {
+		return false
+	}
+	for k, pv := range pm {
+		cv, ok := cm[k]
+		if !ok || !matchesState(toStateValue(pv), cv) {
+			return false
+		}
+	}
+	return true
+}
+
+// HistoryValue returns the recorded history: history node id to the ids
+// of the state nodes it restores.
+func (s *Snapshot) HistoryValue() map[string][]string {
+	out := make(map[string][]string, len(s.history))
+	for h, ns := range s.history {
+		ids := make([]string, len(ns))
+		for i, n := range ns {
+			ids[i] = n.ID
+		}
+		out[h.ID] = ids
+	}
+	return out
+}
+
+// Can reports whether the snapshot would take the event: a transition is
+// selected and it has a target or actions (XState's snapshot.can). The
+// status is not looked at, as in XState. A guard that fails gives an error.
+func (s *Snapshot) Can(ev Event) (bool, error) {
+	st := &stepper{m: s.Machine}
+	ts, err := st.selectTransitions(s, ev)
+	if err != nil {
+		return false, err
+	}
+	for _, t := range ts {
+		if t.HasTarget || len(t.Actions) > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -1,0 +1,674 @@
+package xstate
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"stategate/interp"
+)
+
+// ErrInvalid is wrapped by every error about a machine file that cannot be
+// loaded.
+var ErrInvalid = errors.New("invalid machine")
+
+// Diagnostic is one problem found in a machine file.
+type Diagnostic struct {
+	File    string
+	Line    int    // 0 when unknown
+	State   string // the state's path, "(root)" for the root; "" when none
+	Msg     string
+	Warning bool
+}
+
+func (d Diagnostic) String() string {
+	var b strings.Builder
+	b.WriteString(d.File)
+	if d.Line > 0 {
+		fmt.Fprintf(&b, ":%d", d.Line)
+	}
+	b.WriteString(": ")
+	if d.Warning {
+		b.WriteString("warning: ")
+	}
+	if d.State != "" {
+		fmt.Fprintf(&b, "state %s: ", d.State)
+	}
+	b.WriteString(d.Msg)
+	return b.String()
+}
+
+// LoadError lists the errors that stop a machine file from loading.
+type LoadError struct {
+	File  string
+	Diags []Diagnostic // errors only
+}
+
+func (e *LoadError) Error() string {
+	lines := make([]string, len(e.Diags))
+	for i, d := range e.Diags {
+		lines[i] = d.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap lets errors.Is match ErrInvalid.
+func (e *LoadError) Unwrap() error { return ErrInvalid }
+
+// configReader turns a decoded XState config into an interp.MachineDef,
+// collecting every problem with the state it is in.
+type configReader struct {
+	file  string
+	diags []Diagnostic
+	lines map[string]int // state path -> line
+	// fns resolves JS function values of module configs (nil for JSON).
+	fns funcResolver
+}
+
+// funcResolver turns the non-JSON values of a module config (functions,
+// built-in actions and guards) into interp values. It reports false for a
+// value it does not know.
+type funcResolver interface {
+	action(v any) (interp.Action, bool, error)
+	guard(v any) (interp.Guard, bool, error)
+	expr(v any) (*interp.Expr, bool)
+	invokeSrc(v any) (interp.ActorLogic, bool)
+}
+
+func (r *configReader) errorf(state string, line int, format string, args ...any) {
+	r.diags = append(r.diags, Diagnostic{File: r.file, Line: line, State: state, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (r *configReader) warnf(state string, line int, format string, args ...any) {
+	r.diags = append(r.diags, Diagnostic{File: r.file, Line: line, State: state, Msg: fmt.Sprintf(format, args...), Warning: true})
+}
+
+func (r *configReader) failed() bool {
+	for _, d := range r.diags {
+		if !d.Warning {
+			return true
+		}
+	}
+	return false
+}
+
+// Keys that XState v4 used and v5 no longer reads, with what replaced them.
+var v4Keys = map[string]string{
+	"cond":                        "use `guard` (XState v5)",
+	"internal":                    "use `reenter` (XState v5; internal: false is reenter: true)",
+	"onEntry":                     "use `entry`",
+	"onExit":                      "use `exit`",
+	"activities":                  "activities were removed in XState v5; invoke an actor instead",
+	"data":                        "use `output` (XState v5)",
+	"in":                          "use the stateIn() guard (XState v5)",
+	"predictableActionArguments":  "an XState v4 option; remove it",
+	"preserveActionOrder":         "an XState v4 option; remove it",
+	"strict":                      "an XState v4 option; remove it",
+	"schema":                      "use `types` (XState v5)",
+	"tsTypes":                     "an XState v4 typegen option; remove it",
+	"autoForward":                 "removed in XState v5; use forwardTo",
+	"services":                    "use setup({ actors }) (XState v5)",
+	"parallel":                    "use type: 'parallel'",
+}
+
+var stateKeys = map[string]bool{
+	"id": true, "key": true, "type": true, "initial": true, "history": true, "target": true,
+	"states": true, "on": true, "always": true, "after": true, "onDone": true, "entry": true,
+	"exit": true, "invoke": true, "output": true, "tags": true, "meta": true, "description": true,
+}
+
+var rootKeys = map[string]bool{"context": true, "version": true, "types": true, "schemas": true, "$schema": true}
+
+var transitionKeys = map[string]bool{
+	"target": true, "guard": true, "actions": true, "reenter": true, "description": true, "meta": true,
+}
+
+// machine reads a root config.
+func (r *configReader) machine(root *object) *interp.MachineDef {
+	def := &interp.MachineDef{}
+	def.Root = r.state(root, "", nil, true)
+	if v, ok := root.get("context"); ok {
+		if e, isFn := r.exprOf(v); isFn {
+			def.Context = e
+		} else if truthy(v) {
+			def.Context = interp.Static(plain(v))
+		}
+	}
+	return def
+}
+
+func truthy(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return x
+	case float64:
+		return x != 0 && !math.IsNaN(x)
+	case string:
+		return x != ""
+	}
+	return true
+}
+
+func (r *configReader) exprOf(v any) (*interp.Expr, bool) {
+	if r.fns != nil {
+		if e, ok := r.fns.expr(v); ok {
+			return e, true
+		}
+	}
+	return nil, false
+}
+
+func pathString(path []string) string {
+	if len(path) == 0 {
+		return "(root)"
+	}
+	return strings.Join(path, ".")
+}
+
+func (r *configReader) state(o *object, key string, path []string, root bool) *interp.StateDef {
+	sp := pathString(path)
+	r.lines[sp] = o.line
+	d := &interp.StateDef{Key: key}
+	for _, k := range o.keys {
+		if hint, bad := v4Keys[k]; bad {
+			r.errorf(sp, o.line, "%q is not an XState v5 state key: %s", k, hint)
+			continue
+		}
+		if !stateKeys[k] && !(root && rootKeys[k]) {
+			r.warnf(sp, o.line, "unknown key %q is ignored", k)
+		}
+	}
+	if v, ok := o.get("id"); ok {
+		if s, isStr := v.(string); isStr {
+			d.ID = s
+		} else {
+			r.errorf(sp, o.line, "id must be a string")
+		}
+	}
+	var children *object
+	if v, ok := o.get("states"); ok {
+		c, isObj := v.(*object)
+		if !isObj {
+			r.errorf(sp, o.line, "states must be an object of state configs")
+		} else {
+			children = c
+		}
+	}
+	hasHistory := false
+	if v, ok := o.get("history"); ok {
+		hasHistory = truthy(v)
+		switch v {
+		case "deep", true:
+			d.Deep = true
+		case "shallow", false:
+		default:
+			r.errorf(sp, o.line, `history must be "shallow" or "deep"`)
+		}
+	}
+	typ := ""
+	if v, ok := o.get("type"); ok {
+		s, isStr := v.(string)
+		if !isStr {
+			r.errorf(sp, o.line, "type must be a string")
+		}
+		typ = s
+	}
+	switch typ {
+	case "":
+		switch {
+		case children != nil && len(children.keys) > 0:
+			d.Type = interp.Compound
+		case hasHistory:
+			d.Type = interp.History
+		default:
+			d.Type = interp.Atomic
+		}
+	case "atomic":
+		d.Type = interp.Atomic
+	case "compound":
+		d.Type = interp.Compound
+	case "parallel":
+		d.Type = interp.Parallel
+	case "final":
+		d.Type = interp.Final
+	case "history":
+		d.Type = interp.History
+	default:
+		r.errorf(sp, o.line, "unknown state type %q (atomic, compound, parallel, final or history)", typ)
+	}
+	if v, ok := o.get("initial"); ok {
+		switch x := v.(type) {
+		case string:
+			d.Initial = x
+		case *object:
+			if t, ok := x.get("target"); ok {
+				d.Initial, _ = t.(string)
+			}
+			if d.Initial == "" {
+				r.errorf(sp, x.line, "initial must name a child state")
+			}
+		default:
+			r.errorf(sp, o.line, "initial must be a string naming a child state")
+		}
+	}
+	if v, ok := o.get("target"); ok {
+		if d.Type != interp.History {
+			r.errorf(sp, o.line, "only history states take a target (transitions go in `on`)")
+		} else {
+			d.HistoryTo = r.targets(v, sp, o.line)
+		}
+	}
+	if children != nil {
+		for _, k := range children.keys {
+			cv := children.vals[k]
+			co, isObj := cv.(*object)
+			cpath := append(append([]string{}, path...), k)
+			if !isObj {
+				r.errorf(pathString(cpath), children.line, "a state config must be an object")
+				continue
+			}
+			d.States = append(d.States, r.state(co, k, cpath, false))
+		}
+	}
+	if v, ok := o.get("on"); ok {
+		on, isObj := v.(*object)
+		if !isObj {
+			r.errorf(sp, o.line, "on must be an object of event handlers")
+		} else {
+			for _, ev := range on.keys {
+				if ev == "" {
+					r.errorf(sp, on.line, `null events ("") cannot be used as a transition key in XState v5; use always: { ... } instead`)
+					continue
+				}
+				where := fmt.Sprintf("on %q", ev)
+				d.On = append(d.On, interp.EventDef{Event: ev, Transitions: r.transitions(on.vals[ev], sp, on.line, where)})
+			}
+		}
+	}
+	if v, ok := o.get("always"); ok {
+		d.Always = r.transitions(v, sp, o.line, "always")
+	}
+	if v, ok := o.get("onDone"); ok {
+		d.OnDone = r.transitions(v, sp, o.line, "onDone")
+	}
+	if v, ok := o.get("after"); ok {
+		after, isObj := v.(*object)
+		if !isObj {
+			r.errorf(sp, o.line, "after must be an object of delays")
+		} else {
+			for _, k := range after.keys {
+				a := interp.AfterDef{Transitions: r.transitions(after.vals[k], sp, after.line, fmt.Sprintf("after %q", k))}
+				if ms, ok := jsNumber(k); ok {
+					a.Ms = ms
+				} else {
+					a.Name = k
+				}
+				d.After = append(d.After, a)
+			}
+		}
+	}
+	if v, ok := o.get("entry"); ok {
+		d.Entry = r.actions(v, sp, o.line, "entry")
+	}
+	if v, ok := o.get("exit"); ok {
+		d.Exit = r.actions(v, sp, o.line, "exit")
+	}
+	if v, ok := o.get("invoke"); ok {
+		d.Invoke = r.invokes(v, sp, o.line)
+	}
+	if v, ok := o.get("tags"); ok {
+		switch x := v.(type) {
+		case string:
+			d.Tags = []string{x}
+		case []any:
+			for _, t := range x {
+				s, isStr := t.(string)
+				if !isStr {
+					r.errorf(sp, o.line, "tags must be strings")
+					continue
+				}
+				d.Tags = append(d.Tags, s)
+			}
+		default:
+			r.errorf(sp, o.line, "tags must be a string or a list of strings")
+		}
+	}
+	if v, ok := o.get("output"); ok && (root || d.Type == interp.Final) {
+		if e, isFn := r.exprOf(v); isFn {
+			d.Output = e
+		} else {
+			d.Output = r.outputExpr(v)
+		}
+	}
+	if v, ok := o.get("meta"); ok {
+		d.Meta = plain(v)
+	}
+	if v, ok := o.get("description"); ok {
+		d.Description, _ = v.(string)
+	}
+	return d
+}
+
+// outputExpr makes a static output, or a mapper object whose function
+// values are computed (deprecated in XState, still honoured).
+func (r *configReader) outputExpr(v any) *interp.Expr {
+	o, isObj := v.(*object)
+	if !isObj || r.fns == nil {
+		return interp.Static(plain(v))
+	}
+	fns := map[string]*interp.Expr{}
+	for _, k := range o.keys {
+		if e, ok := r.fns.expr(o.vals[k]); ok {
+			fns[k] = e
+		}
+	}
+	if len(fns) == 0 {
+		return interp.Static(plain(v))
+	}
+	return &interp.Expr{Fn: func(a interp.Args, params any) (any, error) {
+		out := make(map[string]any, len(o.keys))
+		for _, k := range o.keys {
+			if e, ok := fns[k]; ok {
+				x, err := e.Eval(a, params)
+				if err != nil {
+					return nil, err
+				}
+				out[k] = x
+			} else {
+				out[k] = plain(o.vals[k])
+			}
+		}
+		return out, nil
+	}}
+}
+
+func (r *configReader) targets(v any, sp string, line int) []string {
+	switch x := v.(type) {
+	case string:
+		return []string{x}
+	case []any:
+		out := []string{}
+		for _, t := range x {
+			s, ok := t.(string)
+			if !ok {
+				r.errorf(sp, line, "a target must be a string")
+				continue
+			}
+			out = append(out, s)
+		}
+		return out
+	case nil:
+		return nil
+	}
+	r.errorf(sp, line, "a target must be a string or a list of strings")
+	return nil
+}
+
+func (r *configReader) transitions(v any, sp string, line int, where string) []*interp.TransitionDef {
+	var items []any
+	switch x := v.(type) {
+	case []any:
+		items = x
+	case nil:
+		return nil
+	default:
+		items = []any{x}
+	}
+	out := make([]*interp.TransitionDef, 0, len(items))
+	for _, it := range items {
+		t := &interp.TransitionDef{}
+		switch x := it.(type) {
+		case string:
+			t.Targets = []string{x}
+			t.HasTarget = true
+		case *object:
+			for _, k := range x.keys {
+				if hint, bad := v4Keys[k]; bad {
+					r.errorf(sp, x.line, "%s: %q is not an XState v5 transition key: %s", where, k, hint)
+				} else if !transitionKeys[k] {
+					r.warnf(sp, x.line, "%s: unknown transition key %q is ignored", where, k)
+				}
+			}
+			if tv, ok := x.get("target"); ok && tv != nil {
+				t.Targets = r.targets(tv, sp, x.line)
+				t.HasTarget = true
+			}
+			if gv, ok := x.get("guard"); ok && gv != nil {
+				t.Guard = r.guard(gv, sp, x.line, where)
+			}
+			if av, ok := x.get("actions"); ok {
+				t.Actions = r.actions(av, sp, x.line, where)
+			}
+			if rv, ok := x.get("reenter"); ok {
+				b, isBool := rv.(bool)
+				if !isBool {
+					r.errorf(sp, x.line, "%s: reenter must be true or false", where)
+				}
+				t.Reenter = b
+			}
+			if dv, ok := x.get("description"); ok {
+				t.Description, _ = dv.(string)
+			}
+			if mv, ok := x.get("meta"); ok {
+				t.Meta = plain(mv)
+			}
+		default:
+			if r.fns != nil {
+				if _, isAction, _ := r.fns.action(it); isAction {
+					r.errorf(sp, line, "%s: a transition must be a target string or an object, not a function", where)
+					continue
+				}
+			}
+			r.errorf(sp, line, "%s: a transition must be a target string or an object", where)
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func (r *configReader) actions(v any, sp string, line int, where string) []interp.Action {
+	var items []any
+	switch x := v.(type) {
+	case []any:
+		items = x
+	case nil:
+		return nil
+	default:
+		items = []any{x}
+	}
+	var out []interp.Action
+	for _, it := range items {
+		if a := r.action(it, sp, line, where); a != nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (r *configReader) action(v any, sp string, line int, where string) interp.Action {
+	switch x := v.(type) {
+	case string:
+		return &interp.NamedAction{Type: x}
+	case *object:
+		tv, _ := x.get("type")
+		name, ok := tv.(string)
+		if !ok || name == "" {
+			if r.fns != nil {
+				if a, isFn, err := r.fns.action(v); isFn {
+					if err != nil {
+						r.errorf(sp, x.line, "%s: %v", where, err)
+					}
+					return a
+				}
+			}
+			r.errorf(sp, x.line, "%s: an action object needs a string type", where)
+			return nil
+		}
+		na := &interp.NamedAction{Type: name}
+		if pv, ok := x.get("params"); ok {
+			na.Params = r.params(pv)
+		}
+		return na
+	}
+	if r.fns != nil {
+		if a, ok, err := r.fns.action(v); ok {
+			if err != nil {
+				r.errorf(sp, line, "%s: %v", where, err)
+			}
+			return a
+		}
+	}
+	r.errorf(sp, line, "%s: an action must be a name or {type, params}", where)
+	return nil
+}
+
+func (r *configReader) params(v any) *interp.Expr {
+	if e, ok := r.exprOf(v); ok {
+		return e
+	}
+	return interp.Static(plain(v))
+}
+
+func (r *configReader) guard(v any, sp string, line int, where string) interp.Guard {
+	switch x := v.(type) {
+	case string:
+		return &interp.NamedGuard{Type: x}
+	case *object:
+		tv, _ := x.get("type")
+		name, ok := tv.(string)
+		if !ok || name == "" {
+			if r.fns != nil {
+				if g, isFn, err := r.fns.guard(v); isFn {
+					if err != nil {
+						r.errorf(sp, x.line, "%s: %v", where, err)
+					}
+					return g
+				}
+			}
+			r.errorf(sp, x.line, "%s: a guard object needs a string type", where)
+			return nil
+		}
+		g := &interp.NamedGuard{Type: name}
+		if pv, ok := x.get("params"); ok {
+			g.Params = r.params(pv)
+		}
+		return g
+	}
+	if r.fns != nil {
+		if g, ok, err := r.fns.guard(v); ok {
+			if err != nil {
+				r.errorf(sp, line, "%s: %v", where, err)
+			}
+			return g
+		}
+	}
+	r.errorf(sp, line, "%s: a guard must be a name or {type, params}", where)
+	return nil
+}
+
+func (r *configReader) invokes(v any, sp string, line int) []*interp.InvokeDef {
+	var items []any
+	switch x := v.(type) {
+	case []any:
+		items = x
+	default:
+		items = []any{x}
+	}
+	var out []*interp.InvokeDef
+	for _, it := range items {
+		o, ok := it.(*object)
+		if !ok {
+			r.errorf(sp, line, "invoke must be an object with a src")
+			continue
+		}
+		d := &interp.InvokeDef{}
+		if idv, ok := o.get("id"); ok {
+			d.ID, _ = idv.(string)
+		}
+		if sv, ok := o.get("systemId"); ok {
+			d.SystemID, _ = sv.(string)
+		}
+		switch src := o.vals["src"].(type) {
+		case string:
+			d.Src = src
+		case nil:
+			r.errorf(sp, o.line, "invoke needs a src")
+		default:
+			if r.fns != nil {
+				if logic, ok := r.fns.invokeSrc(src); ok {
+					d.Logic = logic
+					break
+				}
+			}
+			r.errorf(sp, o.line, "invoke src must name an actor")
+		}
+		if iv, ok := o.get("input"); ok {
+			d.Input = r.params(iv)
+		}
+		where := "invoke " + d.ID
+		if dv, ok := o.get("onDone"); ok {
+			d.OnDone = r.transitions(dv, sp, o.line, where+" onDone")
+		}
+		if ev, ok := o.get("onError"); ok {
+			d.OnError = r.transitions(ev, sp, o.line, where+" onError")
+		}
+		if snv, ok := o.get("onSnapshot"); ok {
+			d.OnSnapshot = r.transitions(snv, sp, o.line, where+" onSnapshot")
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// jsNumber converts a key to a number as JavaScript's Number() does, for
+// the keys of `after`; it reports false for NaN.
+func jsNumber(k string) (float64, bool) {
+	s := strings.TrimSpace(k)
+	if s == "" {
+		return 0, true
+	}
+	switch s {
+	case "Infinity", "+Infinity":
+		return math.Inf(1), true
+	case "-Infinity":
+		return math.Inf(-1), true
+	}
+	if len(s) > 2 && s[0] == '0' {
+		base := 0
+		switch s[1] {
+		case 'x', 'X':
+			base = 16
+		case 'o', 'O':
+			base = 8
+		case 'b', 'B':
+			base = 2
+		}
+		if base != 0 {
+			n, err := strconv.ParseUint(s[2:], base, 64)
+			return float64(n), err == nil
+		}
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
+			return 0, false
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	return f, err == nil
+}
+
+// sortedKeys returns a map's keys sorted.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,97 @@
+package xstate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// caseFiles lists every conformance case under testdata/conformance.
+func caseFiles(t testing.TB) []string {
+	var files []string
+	err := filepath.WalkDir(filepath.Join("..", "testdata", "conformance"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(p, ".case.json") {
+			files = append(files, p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(files)
+	if len(files) == 0 {
+		t.Fatal("no conformance cases found")
+	}
+	return files
+}
+
+var traceFields = []string{"value", "context", "status", "tags", "enabled", "emitted", "output", "error"}
+
+// traceDiffs compares two traces field by field, as compare.py does.
+func traceDiffs(expected, actual []byte) ([]string, error) {
+	var exp, act struct {
+		Steps []map[string]any `json:"steps"`
+	}
+	if err := json.Unmarshal(expected, &exp); err != nil {
+		return nil, fmt.Errorf("expected trace: %w", err)
+	}
+	if err := json.Unmarshal(actual, &act); err != nil {
+		return nil, fmt.Errorf("actual trace: %w", err)
+	}
+	var diffs []string
+	if len(exp.Steps) != len(act.Steps) {
+		diffs = append(diffs, fmt.Sprintf("steps: expected %d, got %d", len(exp.Steps), len(act.Steps)))
+	}
+	for i := range min(len(exp.Steps), len(act.Steps)) {
+		e, a := exp.Steps[i], act.Steps[i]
+		for _, f := range traceFields {
+			if !reflect.DeepEqual(e[f], a[f]) {
+				ej, _ := json.Marshal(e[f])
+				aj, _ := json.Marshal(a[f])
+				sj, _ := json.Marshal(e["step"])
+				diffs = append(diffs, fmt.Sprintf("step %d (%s) %s: expected %s, got %s", i, sj, f, ej, aj))
+			}
+		}
+	}
+	return diffs, nil
+}
+
+func TestConformance(t *testing.T) {
+	for _, file := range caseFiles(t) {
+		name := strings.TrimSuffix(strings.TrimPrefix(filepath.ToSlash(file), "../testdata/conformance/"), ".case.json")
+		t.Run(name, func(t *testing.T) {
+			c, err := ReadCase(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := c.Load()
+			if errors.Is(err, ErrNeedsJS) || (err == nil && m == nil) || (err != nil && strings.Contains(err.Error(), "not a machine file")) {
+				t.Skipf("needs JavaScript: %v", err)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.Run(m).JSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := os.ReadFile(strings.TrimSuffix(file, ".case.json") + ".trace.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			diffs, err := traceDiffs(want, got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range diffs {
+				t.Error(d)
+			}
+		})
+	}
+}

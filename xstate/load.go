@@ -1,0 +1,118 @@
+package xstate
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"stategate/interp"
+)
+
+// ParseJSON reads an XState v5 JSON config (what visual editors export and
+// createMachine accepts) and compiles it. file names the source in
+// diagnostics. It returns the warnings even when it fails; the error is a
+// *LoadError listing every problem found.
+func ParseJSON(file string, data []byte) (*interp.Machine, []Diagnostic, error) {
+	v, err := decodeOrdered(data)
+	if err != nil {
+		d := Diagnostic{File: file, Msg: "invalid JSON: " + err.Error()}
+		var pe *posError
+		if errors.As(err, &pe) {
+			d.Line = pe.Line
+			d.Msg = fmt.Sprintf("invalid JSON at column %d: %v", pe.Col, pe.Err)
+		}
+		return nil, nil, &LoadError{File: file, Diags: []Diagnostic{d}}
+	}
+	root, ok := v.(*object)
+	if !ok {
+		return nil, nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Line: 1, Msg: "a machine config must be a JSON object"}}}
+	}
+	return compile(file, root, nil, interp.Implementations{})
+}
+
+// compile reads a decoded config and compiles it with implementations.
+func compile(file string, root *object, fns funcResolver, impl interp.Implementations) (*interp.Machine, []Diagnostic, error) {
+	r := &configReader{file: file, lines: map[string]int{}, fns: fns}
+	def := r.machine(root)
+	def.Impl = impl
+	if r.failed() {
+		return nil, warnings(r.diags), &LoadError{File: file, Diags: errorsOnly(r.diags)}
+	}
+	m, err := interp.New(def)
+	if err != nil {
+		return nil, warnings(r.diags), &LoadError{File: file, Diags: defDiagnostics(file, err, r.lines)}
+	}
+	return m, warnings(r.diags), nil
+}
+
+// defDiagnostics converts the errors of interp.New into diagnostics.
+func defDiagnostics(file string, err error, lines map[string]int) []Diagnostic {
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	var out []Diagnostic
+	for _, e := range errs {
+		var de *interp.DefError
+		if errors.As(e, &de) {
+			out = append(out, Diagnostic{File: file, Line: lines[de.Path], State: de.Path, Msg: de.Msg})
+		} else {
+			out = append(out, Diagnostic{File: file, Msg: e.Error()})
+		}
+	}
+	return out
+}
+
+func warnings(ds []Diagnostic) []Diagnostic {
+	var out []Diagnostic
+	for _, d := range ds {
+		if d.Warning {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func errorsOnly(ds []Diagnostic) []Diagnostic {
+	var out []Diagnostic
+	for _, d := range ds {
+		if !d.Warning {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// MissingDiagnostics lists the named guards, actions, actors and delays of
+// a machine that have no implementation. Guards, actors and delays are
+// errors for a served machine; actions are warnings (XState skips them).
+func MissingDiagnostics(file string, m *interp.Machine) []Diagnostic {
+	var out []Diagnostic
+	for _, u := range m.Unresolved() {
+		d := Diagnostic{File: file, State: u.State, Warning: u.Kind == "action"}
+		if d.Warning {
+			d.Msg = fmt.Sprintf("action %q has no implementation; XState skips it", u.Name)
+		} else {
+			d.Msg = fmt.Sprintf("%s %q has no implementation", u.Kind, u.Name)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// LoadFile loads a machine file by its extension.
+func LoadFile(path string) (*interp.Machine, []Diagnostic, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".json":
+		return ParseJSON(path, data)
+	}
+	return nil, nil, &LoadError{File: path, Diags: []Diagnostic{{File: path, Msg: "not a machine file (.json)"}}}
+}
