@@ -16,8 +16,9 @@ type Actor struct {
 	busy    bool
 	mailbox []Event
 	pending []Effect // effects of the initial snapshot, run by Start
-	timers  map[string]TimerID
+	timers  []actorTimer // pending delayed events
 	seq     int
+	scratch []uint64 // reused by steps for temporary node sets
 }
 
 // ActorOptions configure an Actor.
@@ -53,7 +54,7 @@ func NewActor(m *Machine, opts ActorOptions) *Actor {
 	}
 	snap, effects, err := m.initial(a, opts.Input)
 	if err != nil {
-		snap = &Snapshot{Machine: m, Status: StatusError, Err: err, set: newNodeSet(len(m.Nodes))}
+		snap = (&Snapshot{Machine: m, set: newNodeSet(len(m.Nodes))}).withStatus(StatusError, nil, err)
 	}
 	a.snap = snap
 	a.pending = effects
@@ -87,27 +88,25 @@ func (a *Actor) Send(ev Event) {
 	if !a.started || a.stopped {
 		return
 	}
-	a.mailbox = append(a.mailbox, ev)
 	if a.busy {
+		a.mailbox = append(a.mailbox, ev)
 		return
 	}
 	a.busy = true
-	defer func() { a.busy = false }()
+	a.process(ev)
 	for len(a.mailbox) > 0 && !a.stopped {
 		ev := a.mailbox[0]
 		a.mailbox = a.mailbox[1:]
 		a.process(ev)
 	}
 	a.mailbox = nil
+	a.busy = false
 }
 
 func (a *Actor) process(ev Event) {
 	next, effects, err := a.m.transition(a, a.snap, ev)
 	if err != nil {
-		failed := a.snap.clone()
-		failed.Status = StatusError
-		failed.Err = err
-		a.snap = failed
+		a.snap = a.snap.withStatus(StatusError, nil, err)
 		a.halt()
 		return
 	}
@@ -120,10 +119,7 @@ func (a *Actor) update(s *Snapshot, effects []Effect) {
 	a.snap = s
 	for i, e := range effects {
 		if err := a.effect(e); err != nil {
-			failed := s.clone()
-			failed.Status = StatusError
-			failed.Err = err
-			a.snap = failed
+			a.snap = s.withStatus(StatusError, nil, err)
 			_ = effects[i:]
 			break
 		}
@@ -138,19 +134,28 @@ func (a *Actor) effect(e Effect) error {
 	case EffectExec:
 		return e.exec()
 	case EffectSchedule:
-		if a.timers == nil {
-			a.timers = map[string]TimerID{}
-		}
 		ev := e.Event
 		id := e.ID
-		a.timers[id] = a.clock.SetTimeout(func() {
-			delete(a.timers, id)
+		tid := a.clock.SetTimeout(func() {
+			a.dropTimer(id)
 			a.Send(ev)
 		}, e.Delay)
+		// A second timer with the same id replaces the first in the
+		// table but does not clear it, as in XState's scheduler.
+		for i := range a.timers {
+			if a.timers[i].id == id {
+				a.timers[i].tid = tid
+				return nil
+			}
+		}
+		a.timers = append(a.timers, actorTimer{id, tid})
 	case EffectCancel:
-		if t, ok := a.timers[e.ID]; ok {
-			a.clock.ClearTimeout(t)
-			delete(a.timers, e.ID)
+		for i := range a.timers {
+			if a.timers[i].id == e.ID {
+				a.clock.ClearTimeout(a.timers[i].tid)
+				a.timers = append(a.timers[:i], a.timers[i+1:]...)
+				break
+			}
 		}
 	case EffectEmit:
 		if a.opts.OnEmit != nil {
@@ -169,9 +174,23 @@ func (a *Actor) effect(e Effect) error {
 func (a *Actor) halt() {
 	a.stopped = true
 	a.mailbox = nil
-	for id, t := range a.timers {
-		a.clock.ClearTimeout(t)
-		delete(a.timers, id)
+	for _, t := range a.timers {
+		a.clock.ClearTimeout(t.tid)
+	}
+	a.timers = a.timers[:0]
+}
+
+type actorTimer struct {
+	id  string
+	tid TimerID
+}
+
+func (a *Actor) dropTimer(id string) {
+	for i := range a.timers {
+		if a.timers[i].id == id {
+			a.timers = append(a.timers[:i], a.timers[i+1:]...)
+			return
+		}
 	}
 }
 

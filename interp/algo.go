@@ -3,6 +3,7 @@ package interp
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"strings"
 )
 
@@ -55,6 +56,10 @@ type stepper struct {
 	queue   []Event
 	effects []Effect
 	depth   int
+	arena   []uint64 // backing for tmpSet
+	// impure notes that user code ran (a function guard, action or
+	// expression, or a generated id): the step may not be replayed.
+	impure bool
 }
 
 // Initial computes the initial snapshot for an input, as XState's
@@ -65,15 +70,21 @@ func (m *Machine) Initial(input any) (*Snapshot, []Effect, error) {
 }
 
 func (m *Machine) initial(actor *Actor, input any) (*Snapshot, []Effect, error) {
+	if c := m.initCache.Load(); c != nil {
+		return c.snap, c.effects, nil
+	}
 	st := &stepper{m: m, actor: actor}
-	ev := Event{Type: EventInit, Data: map[string]any{"input": input}}
+	ev := Event{Type: EventInit}
+	if input != nil {
+		ev.Data = map[string]any{"input": input}
+	}
 	s := &Snapshot{Machine: m, Context: map[string]any{}, set: newNodeSet(len(m.Nodes))}
 	s.set.add(m.Root.Order)
-	s.nodes = []*StateNode{m.Root}
 	if m.context != nil {
 		if m.context.Fn == nil {
 			s.Context = m.context.Value
 		} else {
+			st.impure = true
 			v, err := m.context.Fn(Args{Context: s.Context, Event: ev, Input: input, Self: actor}, nil)
 			if err != nil {
 				return nil, nil, err
@@ -87,22 +98,7 @@ func (m *Machine) initial(actor *Actor, input any) (*Snapshot, []Effect, error) 
 			s.Context = ctx
 		}
 	}
-	var targets []*StateNode
-	var walk func(n *StateNode)
-	walk = func(n *StateNode) {
-		targets = append(targets, n)
-		switch n.Type {
-		case Compound:
-			walk(n.initial.Targets[0])
-		case Parallel:
-			for _, r := range n.regions {
-				walk(r)
-			}
-		}
-	}
-	walk(m.Root)
-	t := &Transition{Source: m.Root, Targets: targets, HasTarget: true, Reenter: true}
-	next, err := st.microstep([]*Transition{t}, s, ev, true)
+	next, err := st.microstep(m.init.one, s, ev, true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -110,7 +106,19 @@ func (m *Machine) initial(actor *Actor, input any) (*Snapshot, []Effect, error) 
 	if err != nil {
 		return nil, nil, err
 	}
+	if !st.impure {
+		// No user code ran, so every actor of this machine starts the same
+		// way, whatever its input: keep the (immutable) result.
+		m.initCache.Store(&initResult{snap: next, effects: st.effects})
+	}
 	return next, st.effects, nil
+}
+
+// initResult is a machine's initial snapshot and effects, when they do not
+// depend on user code.
+type initResult struct {
+	snap    *Snapshot
+	effects []Effect
 }
 
 // Transition computes the snapshot after an event, as XState's
@@ -124,7 +132,7 @@ func (m *Machine) Transition(s *Snapshot, ev Event) (*Snapshot, []Effect, error)
 }
 
 func (m *Machine) transition(actor *Actor, s *Snapshot, ev Event) (*Snapshot, []Effect, error) {
-	st := &stepper{m: m, actor: actor, running: true}
+	st := &stepper{m: m, actor: actor, running: true, arena: actor.scratch}
 	next, err := st.macrostep(s, ev)
 	return next, st.effects, err
 }
@@ -140,10 +148,7 @@ func (st *stepper) macrostep(s *Snapshot, ev Event) (*Snapshot, error) {
 			return nil, err
 		}
 		if len(ts) == 0 && isErrorEvent(ev) {
-			next = next.clone()
-			next.Status = StatusError
-			next.Err = eventError(ev)
-			return next, nil
+			return next.withStatus(StatusError, nil, eventError(ev)), nil
 		}
 		next, err = st.microstep(ts, next, ev, false)
 		if err != nil {
@@ -179,7 +184,7 @@ func (st *stepper) macrostep(s *Snapshot, ev Event) (*Snapshot, error) {
 		selectEventless = after != prev
 		next = after
 	}
-	if next.Status != StatusActive && len(next.children) > 0 {
+	if next.Status != StatusActive && len(next.extra().children) > 0 {
 		next = st.stopChildren(next)
 	}
 	return next, nil
@@ -228,14 +233,30 @@ func (st *stepper) transitionNode(n *StateNode, s *Snapshot, ev Event) ([]*Trans
 			}
 		}
 	case Parallel:
+		// The regions in the snapshot's order (the order of the keys of
+		// XState's state value).
 		var all []*Transition
-		for _, c := range s.nodes {
-			if c.Parent == n {
+		shared := true // all is a result of transitionNode, not ours
+		regions := n.regions
+		if s.nodes != nil {
+			regions = s.nodes
+		}
+		for _, c := range regions {
+			if c.Parent == n && s.set.has(c.Order) {
 				ts, err := st.transitionNode(c, s, ev)
 				if err != nil {
 					return nil, err
 				}
-				all = append(all, ts...)
+				switch {
+				case len(ts) == 0:
+				case len(all) == 0:
+					all = ts
+				case shared:
+					all = append(append(make([]*Transition, 0, len(all)+len(ts)+2), all...), ts...)
+					shared = false
+				default:
+					all = append(all, ts...)
+				}
 			}
 		}
 		if len(all) > 0 {
@@ -259,7 +280,7 @@ func (st *stepper) next(n *StateNode, s *Snapshot, ev Event) ([]*Transition, err
 	}
 	for _, t := range cands {
 		if t.Guard == nil {
-			return []*Transition{t}, nil
+			return t.one, nil
 		}
 		ok, err := st.evalGuard(t.Guard, s, s.Context, ev)
 		if err != nil {
@@ -273,7 +294,7 @@ func (st *stepper) next(n *StateNode, s *Snapshot, ev Event) ([]*Transition, err
 			}
 		}
 		if ok {
-			return []*Transition{t}, nil
+			return t.one, nil
 		}
 	}
 	return nil, nil
@@ -330,7 +351,20 @@ func wildcardTokens(desc, typ string) bool {
 // order, the first passing `always` of it or its nearest ancestor.
 func (st *stepper) selectEventless(s *Snapshot, ev Event) ([]*Transition, error) {
 	var enabled []*Transition
-	for _, a := range s.nodes {
+	nodes := s.nodes
+	for i, j := 0, s.set.next(0); ; i++ {
+		var a *StateNode
+		if s.nodes != nil {
+			if i >= len(nodes) {
+				break
+			}
+			a = nodes[i]
+		} else {
+			if j < 0 {
+				break
+			}
+			a, j = s.Machine.Nodes[j], s.set.next(j+1)
+		}
 		if a.Type != Atomic && a.Type != Final {
 			continue
 		}
@@ -360,13 +394,31 @@ func (st *stepper) selectEventless(s *Snapshot, ev Event) ([]*Transition, error)
 	if len(enabled) == 0 {
 		return nil, nil
 	}
-	return removeConflicting(enabled, s.set, s.history), nil
+	return st.removeConflicting(enabled, s.set, s.history()), nil
+}
+
+// historyValue is the recorded history of a snapshot, indexed by history
+// node (StateNode.hidx): nil where nothing is recorded. It is copied on
+// write.
+type historyValue [][]*StateNode
+
+func (h historyValue) get(n *StateNode) ([]*StateNode, bool) {
+	if n.hidx >= len(h) || h[n.hidx] == nil {
+		return nil, false
+	}
+	return h[n.hidx], true
 }
 
 // effectiveTargets resolves history targets to the nodes they restore.
-func effectiveTargets(t *Transition, history map[*StateNode][]*StateNode) []*StateNode {
+func effectiveTargets(t *Transition, history historyValue) []*StateNode {
 	if t.static {
 		return t.targets
+	}
+	if len(t.Targets) == 1 && t.Targets[0].Type == History {
+		if h, ok := history.get(t.Targets[0]); ok {
+			return h
+		}
+		return effectiveTargets(historyDefault(t.Targets[0]), history)
 	}
 	var out []*StateNode
 	seen := map[*StateNode]bool{}
@@ -374,7 +426,7 @@ func effectiveTargets(t *Transition, history map[*StateNode][]*StateNode) []*Sta
 		var add []*StateNode
 		if n.Type != History {
 			add = []*StateNode{n}
-		} else if h, ok := history[n]; ok {
+		} else if h, ok := history.get(n); ok {
 			add = h
 		} else {
 			add = effectiveTargets(historyDefault(n), history)
@@ -418,15 +470,19 @@ func transitionDomain(t *Transition, targets []*StateNode) (domain *StateNode, n
 			return t.Source, false
 		}
 	}
-	nodes := append(append([]*StateNode{}, targets...), t.Source)
-	head, tail := nodes[0], nodes[1:]
+	// XState's findLCCA over targets + source: the first proper ancestor
+	// of the first node that contains all the others.
+	head, rest := t.Source, targets[:0]
+	if len(targets) > 0 {
+		head, rest = targets[0], targets[1:]
+	}
 	for _, anc := range head.ancestors {
-		all := true
-		for _, s := range tail {
-			if !isDescendant(s, anc) {
-				all = false
+		all := head == t.Source || isDescendant(t.Source, anc)
+		for _, s := range rest {
+			if !all {
 				break
 			}
+			all = isDescendant(s, anc)
 		}
 		if all {
 			return anc, false
@@ -438,7 +494,7 @@ func transitionDomain(t *Transition, targets []*StateNode) (domain *StateNode, n
 	return t.Source.Machine.Root, false
 }
 
-func domainOf(t *Transition, history map[*StateNode][]*StateNode) (*StateNode, bool) {
+func domainOf(t *Transition, history historyValue) (*StateNode, bool) {
 	if t.static {
 		return t.domain, t.noDom
 	}
@@ -446,7 +502,7 @@ func domainOf(t *Transition, history map[*StateNode][]*StateNode) (*StateNode, b
 }
 
 // exitSet is XState's computeExitSet for one transition.
-func exitSet(t *Transition, active nodeSet, history map[*StateNode][]*StateNode, into nodeSet) {
+func exitSet(t *Transition, active nodeSet, history historyValue, into nodeSet) {
 	if len(t.Targets) == 0 {
 		return
 	}
@@ -468,13 +524,13 @@ func exitSet(t *Transition, active nodeSet, history map[*StateNode][]*StateNode,
 // removeConflicting is XState's removeConflictingTransitions: of two
 // transitions whose exit sets intersect, a descendant's source wins, else
 // the one selected first.
-func removeConflicting(ts []*Transition, active nodeSet, history map[*StateNode][]*StateNode) []*Transition {
+func (st *stepper) removeConflicting(ts []*Transition, active nodeSet, history historyValue) []*Transition {
 	if len(ts) < 2 {
 		return ts
 	}
 	exits := make([]nodeSet, len(ts))
 	for i, t := range ts {
-		exits[i] = newNodeSet(len(t.Source.Machine.Nodes))
+		exits[i] = st.tmpSet()
 		exitSet(t, active, history, exits[i])
 	}
 	var kept []int
@@ -483,7 +539,7 @@ func removeConflicting(ts []*Transition, active nodeSet, history map[*StateNode]
 		var remove []int
 		for _, j := range kept {
 			if exits[i].intersects(exits[j]) {
-				if isDescendant(t1.Source, ts[j].Source) && t1.Source != ts[j].Source {
+				if isDescendant(t1.Source, ts[j].Source) {
 					remove = append(remove, j)
 				} else {
 					preempted = true
@@ -516,111 +572,187 @@ func removeConflicting(ts []*Transition, active nodeSet, history map[*StateNode]
 	return out
 }
 
-// mutConfig is the configuration being changed by a microstep.
-type mutConfig struct {
-	set     nodeSet
-	exited  nodeSet
-	entered []*StateNode
+// tmpSet returns an empty node set that lives until the stepper is done.
+func (st *stepper) tmpSet() nodeSet {
+	w := (len(st.m.Nodes) + 63) / 64
+	if len(st.arena) < w {
+		st.arena = make([]uint64, 16*w)
+		if st.actor != nil {
+			st.actor.scratch = st.arena
+		}
+	}
+	s := nodeSet(st.arena[:w:w])
+	st.arena = st.arena[w:]
+	clear(s)
+	return s
 }
 
 func (st *stepper) microstep(ts []*Transition, s *Snapshot, ev Event, initial bool) (*Snapshot, error) {
 	if len(ts) == 0 {
 		return s, nil
 	}
-	mut := &mutConfig{set: s.set.clone()}
-	history := s.history
-	filtered := removeConflicting(ts, s.set, history)
+	m := s.Machine
+	set := st.tmpSet()
+	copy(set, s.set)
+	history := s.history()
+	filtered := st.removeConflicting(ts, s.set, history)
 	next := s
 	var err error
+	var exited nodeSet
 	histChanged := false
 	if !initial {
-		next, history, histChanged, err = st.exitStates(next, ev, filtered, mut, history)
+		next, exited, history, histChanged, err = st.exitStates(next, ev, filtered, set, history)
 		if err != nil {
 			return nil, err
 		}
 	}
-	var actions []Action
-	for _, t := range filtered {
-		actions = append(actions, t.Actions...)
-	}
-	if next, err = st.resolveActions(next, ev, actions); err != nil {
-		return nil, err
-	}
-	if next, err = st.enterStates(next, ev, filtered, mut, history, initial); err != nil {
-		return nil, err
-	}
-	// The new order: the nodes kept, in their order, then those entered.
-	var nodes []*StateNode
-	changed := !mut.set.equal(s.set) || mut.exited != nil
-	if changed {
-		nodes = make([]*StateNode, 0, len(s.nodes)+len(mut.entered))
-		kept := newNodeSet(len(s.Machine.Nodes))
-		for _, n := range s.nodes {
-			if (mut.exited == nil || !mut.exited.has(n.Order)) && mut.set.has(n.Order) {
-				nodes = append(nodes, n)
-				kept.add(n.Order)
-			}
-		}
-		for _, n := range mut.entered {
-			if !kept.has(n.Order) {
-				nodes = append(nodes, n)
-				kept.add(n.Order)
-			}
-		}
+	if len(filtered) == 1 {
+		next, err = st.resolveActions(next, ev, filtered[0].Actions)
 	} else {
-		nodes = s.nodes
-	}
-	if next.Status == StatusDone {
-		var exits []Action
-		mut.set.eachDesc(func(i int) {
-			n := s.Machine.Nodes[i]
-			exits = append(exits, n.Exit...)
-		})
-		if next, err = st.resolveActions(next, ev, exits); err != nil {
-			return nil, err
+		var actions []Action
+		for _, t := range filtered {
+			actions = append(actions, t.Actions...)
 		}
-		nodes = make([]*StateNode, 0, len(nodes))
-		mut.set.eachDesc(func(i int) { nodes = append(nodes, s.Machine.Nodes[i]) })
-		changed = true
+		next, err = st.resolveActions(next, ev, actions)
 	}
-	if !changed && !histChanged {
+	if err != nil {
+		return nil, err
+	}
+	entered := st.tmpSet()
+	if next, err = st.enterStates(next, ev, filtered, set, entered, history, initial); err != nil {
+		return nil, err
+	}
+	changed := exited != nil || !entered.empty()
+	done := next.Status == StatusDone
+	if !changed && !histChanged && !done {
 		return next, nil
 	}
-	if next == s {
-		next = s.clone()
+	next = st.withConfig(next, s)
+	if histChanged {
+		next.own().history = history
 	}
-	next.nodes = nodes
-	next.set = mut.set
-	next.history = history
+	copy(next.set, set)
+	switch {
+	case done:
+		// A machine that is done exits every state, innermost first;
+		// XState leaves its nodes in that order.
+		var exits []Action
+		nodes := make([]*StateNode, 0, 8)
+		for i := set.prev(len(m.Nodes) - 1); i >= 0; i = set.prev(i - 1) {
+			exits = append(exits, m.Nodes[i].Exit...)
+			nodes = append(nodes, m.Nodes[i])
+		}
+		next.nodes = nodes
+		if len(exits) > 0 {
+			if next, err = st.resolveActions(next, ev, exits); err != nil {
+				return nil, err
+			}
+		}
+	case changed:
+		next.nodes = st.order(s, set, exited, entered)
+	default:
+		next.nodes = s.nodes
+	}
 	return next, nil
 }
 
-func (st *stepper) exitStates(s *Snapshot, ev Event, ts []*Transition, mut *mutConfig, history map[*StateNode][]*StateNode) (*Snapshot, map[*StateNode][]*StateNode, bool, error) {
-	exit := newNodeSet(len(s.Machine.Nodes))
+// order computes the new order of the active nodes: the nodes kept, in
+// their order, then those entered, in document order (XState's Set
+// semantics). It returns nil when that is the document order.
+func (st *stepper) order(s *Snapshot, set, exited, entered nodeSet) []*StateNode {
+	m := s.Machine
+	if s.nodes == nil {
+		// The kept nodes are in document order: the whole is, unless an
+		// entered node comes before a kept one.
+		lastKept := -1
+		firstEntered := -1
+		for w := range set {
+			kept := s.set[w] & set[w]
+			if exited != nil {
+				kept &^= exited[w]
+			}
+			if kept != 0 {
+				lastKept = w<<6 | (63 - bits.LeadingZeros64(kept))
+			}
+			if e := entered[w] &^ kept; e != 0 && firstEntered < 0 {
+				firstEntered = w<<6 | bits.TrailingZeros64(e)
+			}
+		}
+		if firstEntered < 0 || firstEntered > lastKept {
+			return nil
+		}
+	}
+	var nodes []*StateNode
+	sorted := true
+	push := func(n *StateNode) {
+		if len(nodes) > 0 && n.Order < nodes[len(nodes)-1].Order {
+			sorted = false
+		}
+		nodes = append(nodes, n)
+	}
+	for _, n := range s.Nodes() {
+		if (exited == nil || !exited.has(n.Order)) && set.has(n.Order) {
+			push(n)
+			entered.del(n.Order)
+		}
+	}
+	for i := entered.next(0); i >= 0; i = entered.next(i + 1) {
+		push(m.Nodes[i])
+	}
+	if sorted {
+		return nil
+	}
+	return nodes
+}
+
+// snapWithSet is a snapshot allocated with the storage of a small set.
+type snapWithSet struct {
+	Snapshot
+	set [2]uint64
+}
+
+// withConfig returns a snapshot like next with room for a new set: a copy
+// of s when next is s (in one allocation), else next itself, which this
+// step made.
+func (st *stepper) withConfig(next, s *Snapshot) *Snapshot {
+	words := len(s.set)
+	if next == s {
+		sc := &snapWithSet{Snapshot: *s}
+		next = &sc.Snapshot
+		if words <= len(sc.set) {
+			next.set = sc.set[:words:words]
+			return next
+		}
+	}
+	next.set = make(nodeSet, words)
+	return next
+}
+
+// exitStates exits the states of the transitions' exit sets, innermost
+// first, recording history first. It returns the set of states exited
+// (nil when none).
+func (st *stepper) exitStates(s *Snapshot, ev Event, ts []*Transition, set nodeSet, history historyValue) (*Snapshot, nodeSet, historyValue, bool, error) {
+	exit := st.tmpSet()
 	for _, t := range ts {
-		exitSet(t, mut.set, history, exit)
+		exitSet(t, set, history, exit)
 	}
 	if exit.empty() {
-		return s, history, false, nil
+		return s, nil, history, false, nil
 	}
 	nodes := s.Machine.Nodes
 	changed := false
-	exit.eachDesc(func(i int) {
+	for i := exit.prev(len(nodes) - 1); i >= 0; i = exit.prev(i - 1) {
 		x := nodes[i]
 		for _, h := range x.histories {
 			if !changed {
-				c := make(map[*StateNode][]*StateNode, len(history)+1)
-				for k, v := range history {
-					c[k] = v
-				}
+				c := make(historyValue, s.Machine.histories)
+				copy(c, history)
 				history = c
 				changed = true
 			}
-			var rec []*StateNode
-			for _, n := range s.nodes {
-				if !mut.set.has(n.Order) {
-					continue
-				}
+			rec := []*StateNode{}
+			for k := set.next(0); k >= 0; k = set.next(k + 1) {
+				n := nodes[k]
 				if h.Deep {
 					if (n.Type == Atomic || n.Type == Final) && isDescendant(n, x) {
 						rec = append(rec, n)
@@ -629,52 +761,54 @@ func (st *stepper) exitStates(s *Snapshot, ev Event, ts []*Transition, mut *mutC
 					rec = append(rec, n)
 				}
 			}
-			history[h] = rec
+			history[h.hidx] = rec
 		}
-	})
-	mut.exited = exit
-	var err error
-	exit.eachDesc(func(i int) {
-		if err != nil {
-			return
-		}
+	}
+	for i := exit.prev(len(nodes) - 1); i >= 0; i = exit.prev(i - 1) {
 		x := nodes[i]
 		actions := x.Exit
 		if len(x.Invoke) > 0 {
 			actions = append(actions[:len(actions):len(actions)], invokeStops(x)...)
 		}
-		s, err = st.resolveActions(s, ev, actions)
-		mut.set.del(i)
-	})
-	return s, history, changed, err
+		var err error
+		if s, err = st.resolveActions(s, ev, actions); err != nil {
+			return nil, nil, nil, false, err
+		}
+		set.del(i)
+	}
+	return s, exit, history, changed, nil
 }
 
-func (st *stepper) enterStates(s *Snapshot, ev Event, ts []*Transition, mut *mutConfig, history map[*StateNode][]*StateNode, initial bool) (*Snapshot, error) {
+func (st *stepper) enterStates(s *Snapshot, ev Event, ts []*Transition, set, entered nodeSet, history historyValue, initial bool) (*Snapshot, error) {
 	m := s.Machine
-	toEnter := newNodeSet(len(m.Nodes))
-	defaultEntry := newNodeSet(len(m.Nodes))
-	computeEntrySet(ts, history, defaultEntry, toEnter)
+	toEnter := entered
+	defaultEntry := st.tmpSet()
+	if len(ts) == 1 && ts[0].entry != nil {
+		copy(toEnter, ts[0].entry.toEnter)
+		copy(defaultEntry, ts[0].entry.defaultEntry)
+	} else {
+		e := entrySet{history: history, toEnter: toEnter, defaultEntry: defaultEntry}
+		e.compute(ts)
+	}
 	if initial {
 		defaultEntry.add(m.Root.Order)
 	}
 	var completed nodeSet
 	var err error
-	toEnter.each(func(i int) {
-		if err != nil {
-			return
-		}
+	for i := toEnter.next(0); i >= 0; i = toEnter.next(i + 1) {
 		n := m.Nodes[i]
-		mut.set.add(i)
-		mut.entered = append(mut.entered, n)
+		set.add(i)
 		actions := n.Entry
 		if len(n.Invoke) > 0 {
 			actions = append(actions[:len(actions):len(actions)], invokeStarts(n)...)
 		}
-		if s, err = st.resolveActions(s, ev, actions); err != nil {
-			return
+		if len(actions) > 0 {
+			if s, err = st.resolveActions(s, ev, actions); err != nil {
+				return nil, err
+			}
 		}
 		if n.Type != Final {
-			return
+			continue
 		}
 		parent := n.Parent
 		var marker *StateNode
@@ -692,15 +826,15 @@ func (st *stepper) enterStates(s *Snapshot, ev Event, ts []*Transition, mut *mut
 		if parent != nil && parent.Type == Compound {
 			var out any
 			if n.Output != nil {
-				if out, err = n.Output.Eval(Args{Context: s.Context, Event: ev, Self: st.actor}, nil); err != nil {
-					return
+				if out, err = st.eval(n.Output, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s}, nil); err != nil {
+					return nil, err
 				}
 			}
 			st.queue = append(st.queue, doneStateEvent(parent.ID, out, n.Output != nil))
 		}
-		for marker != nil && marker.Type == Parallel && (completed == nil || !completed.has(marker.Order)) && inFinalState(mut.set, marker) {
+		for marker != nil && marker.Type == Parallel && (completed == nil || !completed.has(marker.Order)) && inFinalState(set, marker) {
 			if completed == nil {
-				completed = newNodeSet(len(m.Nodes))
+				completed = st.tmpSet()
 			}
 			completed.add(marker.Order)
 			st.queue = append(st.queue, doneStateEvent(marker.ID, nil, false))
@@ -708,27 +842,25 @@ func (st *stepper) enterStates(s *Snapshot, ev Event, ts []*Transition, mut *mut
 			marker = marker.Parent
 		}
 		if marker != nil {
-			return
+			continue
 		}
 		var out any
 		if m.Root.Output != nil {
 			var cout any
 			hasOut := completion.Output != nil && completion.Parent != nil
 			if hasOut {
-				if cout, err = completion.Output.Eval(Args{Context: s.Context, Event: ev, Self: st.actor}, nil); err != nil {
-					return
+				if cout, err = st.eval(completion.Output, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s}, nil); err != nil {
+					return nil, err
 				}
 			}
 			done := doneStateEvent(completion.ID, cout, hasOut)
-			if out, err = m.Root.Output.Eval(Args{Context: s.Context, Event: done, Self: st.actor}, nil); err != nil {
-				return
+			if out, err = st.eval(m.Root.Output, Args{Context: s.Context, Event: done, Self: st.actor, Snapshot: s}, nil); err != nil {
+				return nil, err
 			}
 		}
-		s = s.clone()
-		s.Status = StatusDone
-		s.Output = out
-	})
-	return s, err
+		s = s.withStatus(StatusDone, out, nil)
+	}
+	return s, nil
 }
 
 func doneStateEvent(id string, output any, hasOutput bool) Event {
@@ -759,111 +891,137 @@ func inFinalState(set nodeSet, n *StateNode) bool {
 	return n.Type == Final
 }
 
-func computeEntrySet(ts []*Transition, history map[*StateNode][]*StateNode, defaultEntry, toEnter nodeSet) {
+// entrySet is the state of XState's computeEntrySet: the states to enter,
+// those entered by default (whose initial actions run), and whether the
+// history value was read.
+type entrySet struct {
+	history      historyValue
+	toEnter      nodeSet
+	defaultEntry nodeSet
+	usedHistory  bool
+}
+
+// computeEntrySet is XState's computeEntrySet.
+func (e *entrySet) compute(ts []*Transition) {
 	for _, t := range ts {
-		domain, none := domainOf(t, history)
+		if !t.static {
+			e.usedHistory = true
+		}
+		domain, none := domainOf(t, e.history)
 		for _, s := range t.Targets {
 			if s.Type != History && (t.Source != s || none || t.Source != domain || t.Reenter) {
-				toEnter.add(s.Order)
-				defaultEntry.add(s.Order)
+				e.toEnter.add(s.Order)
+				e.defaultEntry.add(s.Order)
 			}
-			addDescendants(s, history, defaultEntry, toEnter)
+			e.addDescendants(s)
 		}
-		for _, s := range effectiveTargets(t, history) {
-			var ancestors []*StateNode
-			if none || s != domain {
-				for _, a := range s.ancestors {
-					if !none && a == domain {
-						break
+		for _, s := range effectiveTargets(t, e.history) {
+			// The proper ancestors of s below the domain: a prefix of
+			// s.ancestors.
+			ancestors := s.ancestors
+			if !none {
+				if s == domain {
+					ancestors = nil
+				} else {
+					for k, a := range s.ancestors {
+						if a == domain {
+							ancestors = s.ancestors[:k]
+							break
+						}
 					}
-					ancestors = append(ancestors, a)
 				}
 			}
-			if !none && domain.Type == Parallel {
-				ancestors = append(ancestors, domain)
-			}
-			var reentry *StateNode
-			reentryNone := none
+			reentry, reentryNone := domain, none
 			if t.Source.Parent == nil && t.Reenter {
 				reentry, reentryNone = nil, true
-			} else {
-				reentry = domain
 			}
-			addAncestors(toEnter, history, defaultEntry, ancestors, reentry, reentryNone)
+			e.addAncestors(ancestors, reentry, reentryNone)
+			if !none && domain.Type == Parallel {
+				// XState appends a parallel domain to the ancestors: its
+				// regions not yet covered are entered.
+				e.addAncestors(domain.self, reentry, reentryNone)
+			}
 		}
 	}
 }
 
-func coveredBy(toEnter nodeSet, child *StateNode) bool {
-	return toEnter.intersects(child.desc)
+func (e *entrySet) covered(child *StateNode) bool {
+	return e.toEnter.intersects(child.desc)
 }
 
-func addDescendants(n *StateNode, history map[*StateNode][]*StateNode, defaultEntry, toEnter nodeSet) {
-	switch {
-	case n.Type == History:
-		if h, ok := history[n]; ok {
+func (e *entrySet) addDescendants(n *StateNode) {
+	switch n.Type {
+	case History:
+		e.usedHistory = true
+		if h, ok := e.history.get(n); ok {
 			for _, s := range h {
-				toEnter.add(s.Order)
-				addDescendants(s, history, defaultEntry, toEnter)
+				e.toEnter.add(s.Order)
+				e.addDescendants(s)
 			}
 			for _, s := range h {
-				addProperAncestors(s, n.Parent, toEnter, history, defaultEntry)
+				e.addProperAncestors(s, n.Parent)
 			}
 			return
 		}
 		def := historyDefault(n)
 		for _, s := range def.Targets {
-			toEnter.add(s.Order)
+			e.toEnter.add(s.Order)
 			if def == n.Parent.initial {
-				defaultEntry.add(n.Parent.Order)
+				e.defaultEntry.add(n.Parent.Order)
 			}
-			addDescendants(s, history, defaultEntry, toEnter)
+			e.addDescendants(s)
 		}
 		for _, s := range def.Targets {
-			addProperAncestors(s, n.Parent, toEnter, history, defaultEntry)
+			e.addProperAncestors(s, n.Parent)
 		}
-	case n.Type == Compound:
+	case Compound:
 		init := n.initial.Targets[0]
 		if init.Type != History {
-			toEnter.add(init.Order)
-			defaultEntry.add(init.Order)
+			e.toEnter.add(init.Order)
+			e.defaultEntry.add(init.Order)
 		}
-		addDescendants(init, history, defaultEntry, toEnter)
-		addProperAncestors(init, n, toEnter, history, defaultEntry)
-	case n.Type == Parallel:
+		e.addDescendants(init)
+		e.addProperAncestors(init, n)
+	case Parallel:
 		for _, c := range n.regions {
-			if !coveredBy(toEnter, c) {
-				toEnter.add(c.Order)
-				defaultEntry.add(c.Order)
-				addDescendants(c, history, defaultEntry, toEnter)
+			if !e.covered(c) {
+				e.toEnter.add(c.Order)
+				e.defaultEntry.add(c.Order)
+				e.addDescendants(c)
 			}
 		}
 	}
 }
 
-func addProperAncestors(n, to *StateNode, toEnter nodeSet, history map[*StateNode][]*StateNode, defaultEntry nodeSet) {
+// addProperAncestors enters the ancestors of n below `to`.
+func (e *entrySet) addProperAncestors(n, to *StateNode) {
 	var ancestors []*StateNode
 	if n != to {
-		for _, a := range n.ancestors {
+		ancestors = n.ancestors
+		for k, a := range n.ancestors {
 			if a == to {
+				ancestors = n.ancestors[:k]
 				break
 			}
-			ancestors = append(ancestors, a)
 		}
 	}
-	addAncestors(toEnter, history, defaultEntry, ancestors, nil, true)
+	e.addAncestors(ancestors, nil, true)
 }
 
-func addAncestors(toEnter nodeSet, history map[*StateNode][]*StateNode, defaultEntry nodeSet, ancestors []*StateNode, reentry *StateNode, reentryNone bool) {
+// addAncestors is XState's addAncestorStatesToEnter: each ancestor inside
+// the reentry domain is entered (all when reentryNone), and the regions of a
+// parallel ancestor that nothing covers yet are entered with their
+// descendants.
+func (e *entrySet) addAncestors(ancestors []*StateNode, reentry *StateNode, reentryNone bool) {
 	for _, a := range ancestors {
 		if reentryNone || isDescendant(a, reentry) {
-			toEnter.add(a.Order)
+			e.toEnter.add(a.Order)
 		}
 		if a.Type == Parallel {
 			for _, c := range a.regions {
-				if !coveredBy(toEnter, c) {
-					toEnter.add(c.Order)
-					addDescendants(c, history, defaultEntry, toEnter)
+				if !e.covered(c) {
+					e.toEnter.add(c.Order)
+					e.addDescendants(c)
 				}
 			}
 		}

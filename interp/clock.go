@@ -29,6 +29,7 @@ type SimClock struct {
 	timers      []simTimer
 	flushing    bool
 	invalidated bool
+	round       []simTimer // reused by flush
 }
 
 type simTimer struct {
@@ -82,8 +83,19 @@ func (c *SimClock) flush() {
 		c.invalidated = true
 		return
 	}
+	due := false
+	for _, t := range c.timers {
+		if c.now-t.start >= t.ms {
+			due = true
+			break
+		}
+	}
+	if !due {
+		return
+	}
 	c.flushing = true
-	round := append([]simTimer(nil), c.timers...)
+	round := append(c.round[:0], c.timers...)
+	c.round = round
 	slices.SortStableFunc(round, func(a, b simTimer) int {
 		return cmp.Compare(a.start+a.ms, b.start+b.ms)
 	})

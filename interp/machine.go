@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 )
 
 // ErrDefinition is wrapped by every error New reports about a definition.
@@ -36,6 +37,10 @@ type Machine struct {
 
 	context *Expr
 	byID    map[string]*StateNode
+	init    *Transition // enters the initial configuration
+	// histories counts the history nodes (StateNode.hidx numbers them).
+	histories int
+	initCache *atomic.Pointer[initResult]
 }
 
 // StateNode is a compiled state node.
@@ -70,6 +75,8 @@ type StateNode struct {
 	wildcards   []string // wildcard descriptors, longest first
 	initial     *Transition
 	historyTo   *Transition // a history node's default transition
+	self        []*StateNode
+	hidx        int // a history node's index in a historyValue
 }
 
 // Transition is a compiled transition.
@@ -84,7 +91,9 @@ type Transition struct {
 	Description string
 	Meta        any
 
-	static  bool       // no history target: domain is precomputed
+	one     []*Transition // the transition alone, as selection returns it
+	entry   *entrySet     // its entry set, when it does not depend on history
+	static  bool          // no history target: domain is precomputed
 	domain  *StateNode // the transition domain when static (nil: none)
 	noDom   bool       // static and the domain is "none" (root reentry)
 	targets []*StateNode
@@ -124,6 +133,7 @@ func (m *Machine) NodeByID(id string) *StateNode { return m.byID[id] }
 func (m *Machine) Provide(impl Implementations) *Machine {
 	c := *m
 	c.Impl = m.Impl.merge(impl)
+	c.initCache = new(atomic.Pointer[initResult])
 	return &c
 }
 
@@ -132,7 +142,7 @@ func New(def *MachineDef) (*Machine, error) {
 	if def == nil || def.Root == nil {
 		return nil, &DefError{Path: "(root)", Msg: "no root state"}
 	}
-	m := &Machine{context: def.Context, Impl: def.Impl, byID: map[string]*StateNode{}}
+	m := &Machine{context: def.Context, Impl: def.Impl, byID: map[string]*StateNode{}, initCache: new(atomic.Pointer[initResult])}
 	m.ID = def.Root.ID
 	if m.ID == "" {
 		m.ID = "(machine)"
@@ -154,6 +164,27 @@ func New(def *MachineDef) (*Machine, error) {
 	if len(c.errs) > 0 {
 		return nil, errors.Join(c.errs...)
 	}
+	// XState starts an actor with a reentering transition from the root to
+	// the root and every initial descendant.
+	var targets []*StateNode
+	var walk func(n *StateNode)
+	walk = func(n *StateNode) {
+		targets = append(targets, n)
+		switch n.Type {
+		case Compound:
+			walk(n.initial.Targets[0])
+		case Parallel:
+			for _, r := range n.regions {
+				walk(r)
+			}
+		}
+	}
+	walk(m.Root)
+	m.init = &Transition{Source: m.Root, Targets: targets, HasTarget: true, Reenter: true}
+	c.prepare(m.init)
+	for _, t := range c.all {
+		c.prepareEntry(t)
+	}
 	types := map[string]bool{}
 	for _, n := range m.Nodes {
 		for _, d := range n.On {
@@ -173,6 +204,7 @@ type compiler struct {
 	m    *Machine
 	defs map[*StateNode]*StateDef
 	errs []error
+	all  []*Transition
 }
 
 func (c *compiler) fail(n *StateNode, format string, args ...any) {
@@ -187,6 +219,7 @@ func (c *compiler) node(d *StateDef, parent *StateNode, path []string) *StateNod
 		Order: len(c.m.Nodes), Tags: d.Tags, Meta: d.Meta, Description: d.Description,
 		Output: d.Output, path: path, byKey: map[string]*StateNode{},
 	}
+	n.self = []*StateNode{n}
 	if parent == nil {
 		n.Key = c.m.ID
 		n.ID = c.m.ID
@@ -212,6 +245,8 @@ func (c *compiler) node(d *StateDef, parent *StateNode, path []string) *StateNod
 		n.Children = append(n.Children, child)
 		n.byKey[cd.Key] = child
 		if child.Type == History {
+			child.hidx = c.m.histories
+			c.m.histories++
 			n.histories = append(n.histories, child)
 		} else {
 			n.regions = append(n.regions, child)
@@ -269,6 +304,7 @@ func (c *compiler) finish(n *StateNode) {
 				}
 				t.Targets = append(t.Targets, target)
 			}
+			c.prepare(t)
 			n.historyTo = t
 		} else if n.Parent.initial == nil && n.Parent.Type == Compound {
 			c.fail(n, "history state in a parent with no initial state")
@@ -438,6 +474,8 @@ func splitPath(p string) []string {
 // prepare precomputes a transition's domain when no target is a history
 // node (the domain then does not depend on the history value).
 func (c *compiler) prepare(t *Transition) {
+	t.one = []*Transition{t}
+	c.all = append(c.all, t)
 	for _, s := range t.Targets {
 		if s.Type == History {
 			return
@@ -446,6 +484,19 @@ func (c *compiler) prepare(t *Transition) {
 	t.static = true
 	t.targets = t.Targets
 	t.domain, t.noDom = transitionDomain(t, t.Targets)
+}
+
+// prepareEntry precomputes a transition's entry set when it does not
+// depend on the history value; it needs every node's initial transition.
+func (c *compiler) prepareEntry(t *Transition) {
+	if !t.static || !t.HasTarget {
+		return
+	}
+	e := &entrySet{toEnter: newNodeSet(len(c.m.Nodes)), defaultEntry: newNodeSet(len(c.m.Nodes))}
+	e.compute(t.one)
+	if !e.usedHistory {
+		t.entry = e
+	}
 }
 
 func (c *compiler) invoke(n *StateNode, i int, d *InvokeDef) {

@@ -46,6 +46,48 @@ func (s nodeSet) empty() bool {
 	return true
 }
 
+// next returns the first member at or after i, or -1.
+func (s nodeSet) next(i int) int {
+	wi := i >> 6
+	if wi >= len(s) {
+		return -1
+	}
+	w := s[wi] & (^uint64(0) << (uint(i) & 63))
+	for {
+		if w != 0 {
+			return wi<<6 | bits.TrailingZeros64(w)
+		}
+		wi++
+		if wi >= len(s) {
+			return -1
+		}
+		w = s[wi]
+	}
+}
+
+// prev returns the last member at or before i, or -1.
+func (s nodeSet) prev(i int) int {
+	if i < 0 {
+		return -1
+	}
+	wi := i >> 6
+	if wi >= len(s) {
+		wi = len(s) - 1
+		i = wi<<6 | 63
+	}
+	w := s[wi] & (^uint64(0) >> (63 - uint(i)&63))
+	for {
+		if w != 0 {
+			return wi<<6 | (63 - bits.LeadingZeros64(w))
+		}
+		wi--
+		if wi < 0 {
+			return -1
+		}
+		w = s[wi]
+	}
+}
+
 // each calls f for every member in increasing order.
 func (s nodeSet) each(f func(i int)) {
 	for wi, w := range s {

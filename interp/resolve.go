@@ -32,7 +32,7 @@ func (st *stepper) resolveActions(s *Snapshot, ev Event, actions []Action) (*Sna
 			}
 			if na.Params != nil {
 				var err error
-				if params, err = na.Params.Eval(Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s}, nil); err != nil {
+				if params, err = st.eval(na.Params, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s}, nil); err != nil {
 					return nil, err
 				}
 			}
@@ -68,6 +68,7 @@ func (st *stepper) resolveAction(s *Snapshot, ev Event, a Action, params any) (*
 	case *FuncAction:
 		args := st.args(s, ev)
 		if st.running {
+			st.impure = true
 			return s, a.Fn(args, params)
 		}
 		st.effects = append(st.effects, Effect{Kind: EffectExec, exec: func() error { return a.Fn(args, params) }})
@@ -75,6 +76,7 @@ func (st *stepper) resolveAction(s *Snapshot, ev Event, a Action, params any) (*
 		if s.Context == nil {
 			return nil, errors.New("Cannot assign to undefined `context`. Ensure that `context` is defined in the machine config.")
 		}
+		st.impure = true
 		update, err := a.Fn(st.args(s, ev), params)
 		if err != nil {
 			return nil, err
@@ -87,7 +89,7 @@ func (st *stepper) resolveAction(s *Snapshot, ev Event, a Action, params any) (*
 		s.Context = ctx
 	case *RaiseAction:
 		args := st.args(s, ev)
-		v, err := a.Event.Eval(args, params)
+		v, err := st.eval(a.Event, args, params)
 		if err != nil {
 			return nil, err
 		}
@@ -98,12 +100,12 @@ func (st *stepper) resolveAction(s *Snapshot, ev Event, a Action, params any) (*
 		var delay any
 		if a.DelayName != "" {
 			if d := st.m.Impl.Delays[a.DelayName]; d != nil {
-				if delay, err = d.Eval(args, params); err != nil {
+				if delay, err = st.eval(d, args, params); err != nil {
 					return nil, err
 				}
 			}
 		} else if a.Delay != nil {
-			if delay, err = a.Delay.Eval(args, params); err != nil {
+			if delay, err = st.eval(a.Delay, args, params); err != nil {
 				return nil, err
 			}
 		}
@@ -124,7 +126,7 @@ func (st *stepper) resolveAction(s *Snapshot, ev Event, a Action, params any) (*
 		}
 		st.effects = append(st.effects, Effect{Kind: EffectCancel, ID: id})
 	case *EmitAction:
-		v, err := a.Event.Eval(st.args(s, ev), params)
+		v, err := st.eval(a.Event, st.args(s, ev), params)
 		if err != nil {
 			return nil, err
 		}
@@ -134,7 +136,7 @@ func (st *stepper) resolveAction(s *Snapshot, ev Event, a Action, params any) (*
 		}
 		st.effects = append(st.effects, Effect{Kind: EffectEmit, Event: e})
 	case *LogAction:
-		v, err := a.Value.Eval(st.args(s, ev), params)
+		v, err := st.eval(a.Value, st.args(s, ev), params)
 		if err != nil {
 			return nil, err
 		}
@@ -148,13 +150,14 @@ func (st *stepper) resolveAction(s *Snapshot, ev Event, a Action, params any) (*
 // id evaluates a scheduled event's id, or makes a fresh one.
 func (st *stepper) id(e *Expr, args Args, params any) (string, error) {
 	if e == nil {
+		st.impure = true
 		if st.actor != nil {
 			st.actor.seq++
 			return "xstate.raise." + strconv.Itoa(st.actor.seq), nil
 		}
 		return "xstate.raise", nil
 	}
-	v, err := e.Eval(args, params)
+	v, err := st.eval(e, args, params)
 	if err != nil {
 		return "", err
 	}
@@ -194,6 +197,18 @@ func toNumber(v any) (float64, bool) {
 	return 0, false
 }
 
+// eval evaluates an expression, noting when it runs user code.
+func (st *stepper) eval(e *Expr, a Args, params any) (any, error) {
+	if e == nil {
+		return nil, nil
+	}
+	if e.Fn != nil {
+		st.impure = true
+		return e.Fn(a, params)
+	}
+	return e.Value, nil
+}
+
 // evalGuard is XState's evaluateGuard.
 func (st *stepper) evalGuard(g Guard, s *Snapshot, ctx any, ev Event) (bool, error) {
 	args := Args{Context: ctx, Event: ev, Self: st.actor, Snapshot: s}
@@ -207,10 +222,11 @@ func (st *stepper) evalGuard(g Guard, s *Snapshot, ctx any, ev Event) (bool, err
 			var params any
 			if g.Params != nil {
 				var err error
-				if params, err = g.Params.Eval(args, nil); err != nil {
+				if params, err = st.eval(g.Params, args, nil); err != nil {
 					return false, err
 				}
 			}
+			st.impure = true
 			return f.Fn(args, params)
 		}
 		st.depth++
@@ -220,6 +236,7 @@ func (st *stepper) evalGuard(g Guard, s *Snapshot, ctx any, ev Event) (bool, err
 		}
 		return st.evalGuard(impl, s, ctx, ev)
 	case *FuncGuard:
+		st.impure = true
 		return g.Fn(args, nil)
 	case *AndGuard:
 		for _, c := range g.Guards {

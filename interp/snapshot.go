@@ -31,16 +31,42 @@ type Snapshot struct {
 	Machine *Machine
 	Context any
 	Status  Status
-	Output  any
-	Err     error
 
 	// nodes are the active state nodes in the order XState keeps them
-	// (insertion order: entered nodes are appended), set the same as a set.
-	nodes   []*StateNode
-	set     nodeSet
-	history map[*StateNode][]*StateNode
+	// (insertion order: entered nodes are appended); nil when that is the
+	// document order of set, the same nodes as a set.
+	nodes []*StateNode
+	set   nodeSet
+	x     *snapExtra // nil when all its fields are zero
+}
+
+// snapExtra holds what most snapshots lack, to keep snapshots small.
+type snapExtra struct {
+	output  any
+	err     error
+	history historyValue
 	// children are the running child actors by id (invoked and spawned).
 	children map[string]*Actor
+}
+
+var noExtra snapExtra
+
+func (s *Snapshot) extra() *snapExtra {
+	if s.x == nil {
+		return &noExtra
+	}
+	return s.x
+}
+
+// own gives s its own copy of its extra fields, to change them; s must be
+// a snapshot the caller made.
+func (s *Snapshot) own() *snapExtra {
+	x := &snapExtra{}
+	if s.x != nil {
+		*x = *s.x
+	}
+	s.x = x
+	return x
 }
 
 func (s *Snapshot) clone() *Snapshot {
@@ -48,16 +74,42 @@ func (s *Snapshot) clone() *Snapshot {
 	return &c
 }
 
+// withStatus returns a copy of s with a status, output and error.
+func (s *Snapshot) withStatus(st Status, output any, err error) *Snapshot {
+	c := s.clone()
+	c.Status = st
+	x := c.own()
+	x.output, x.err = output, err
+	return c
+}
+
+// Output returns the output of a machine that is done (nil when none).
+func (s *Snapshot) Output() any { return s.extra().output }
+
+// Err returns the error of a snapshot whose status is error.
+func (s *Snapshot) Err() error { return s.extra().err }
+
+func (s *Snapshot) history() historyValue { return s.extra().history }
+
 // Nodes returns the active state nodes, in XState's order.
-func (s *Snapshot) Nodes() []*StateNode { return s.nodes }
+func (s *Snapshot) Nodes() []*StateNode {
+	if s.nodes != nil {
+		return s.nodes
+	}
+	out := make([]*StateNode, 0, 8)
+	for i := s.set.next(0); i >= 0; i = s.set.next(i + 1) {
+		out = append(out, s.Machine.Nodes[i])
+	}
+	return out
+}
 
 // Active reports whether the state node is active.
 func (s *Snapshot) Active(n *StateNode) bool { return s.set.has(n.Order) }
 
 // Children returns the ids of the running child actors, sorted.
 func (s *Snapshot) Children() []string {
-	ids := make([]string, 0, len(s.children))
-	for id := range s.children {
+	ids := make([]string, 0, len(s.extra().children))
+	for id := range s.extra().children {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
@@ -65,7 +117,7 @@ func (s *Snapshot) Children() []string {
 }
 
 // Child returns the running child actor with the id, or nil.
-func (s *Snapshot) Child(id string) *Actor { return s.children[id] }
+func (s *Snapshot) Child(id string) *Actor { return s.extra().children[id] }
 
 // Value returns the state value as XState prints it: a string for an
 // atomic child of the root, else an object (map[string]any) of child keys.
@@ -76,8 +128,9 @@ func (s *Snapshot) Value() any {
 
 // adjacency lists each active node's active children in XState's order.
 func (s *Snapshot) adjacency() map[*StateNode][]*StateNode {
-	adj := make(map[*StateNode][]*StateNode, len(s.nodes))
-	for _, n := range s.nodes {
+	nodes := s.Nodes()
+	adj := make(map[*StateNode][]*StateNode, len(nodes))
+	for _, n := range nodes {
 		if n.Parent != nil {
 			adj[n.Parent] = append(adj[n.Parent], n)
 		}
@@ -132,7 +185,7 @@ func orderedValueOf(n *StateNode, adj map[*StateNode][]*StateNode) any {
 // duplicates.
 func (s *Snapshot) Tags() []string {
 	var tags []string
-	for _, n := range s.nodes {
+	for _, n := range s.Nodes() {
 		tags = append(tags, n.Tags...)
 	}
 	sort.Strings(tags)
@@ -141,8 +194,8 @@ func (s *Snapshot) Tags() []string {
 
 // HasTag reports whether an active state node has the tag.
 func (s *Snapshot) HasTag(tag string) bool {
-	for _, n := range s.nodes {
-		if slices.Contains(n.Tags, tag) {
+	for i := s.set.next(0); i >= 0; i = s.set.next(i + 1) {
+		if slices.Contains(s.Machine.Nodes[i].Tags, tag) {
 			return true
 		}
 	}
@@ -195,13 +248,15 @@ func matchesState(parent, child any) bool {
 // HistoryValue returns the recorded history: history node id to the ids
 // of the state nodes it restores.
 func (s *Snapshot) HistoryValue() map[string][]string {
-	out := make(map[string][]string, len(s.history))
-	for h, ns := range s.history {
-		ids := make([]string, len(ns))
-		for i, n := range ns {
-			ids[i] = n.ID
+	out := map[string][]string{}
+	for _, n := range s.Machine.Nodes {
+		if ns, ok := s.history().get(n); ok && n.Type == History {
+			ids := make([]string, len(ns))
+			for i, x := range ns {
+				ids[i] = x.ID
+			}
+			out[n.ID] = ids
 		}
-		out[h.ID] = ids
 	}
 	return out
 }

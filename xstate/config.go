@@ -97,21 +97,21 @@ func (r *configReader) failed() bool {
 
 // Keys that XState v4 used and v5 no longer reads, with what replaced them.
 var v4Keys = map[string]string{
-	"cond":                        "use `guard` (XState v5)",
-	"internal":                    "use `reenter` (XState v5; internal: false is reenter: true)",
-	"onEntry":                     "use `entry`",
-	"onExit":                      "use `exit`",
-	"activities":                  "activities were removed in XState v5; invoke an actor instead",
-	"data":                        "use `output` (XState v5)",
-	"in":                          "use the stateIn() guard (XState v5)",
-	"predictableActionArguments":  "an XState v4 option; remove it",
-	"preserveActionOrder":         "an XState v4 option; remove it",
-	"strict":                      "an XState v4 option; remove it",
-	"schema":                      "use `types` (XState v5)",
-	"tsTypes":                     "an XState v4 typegen option; remove it",
-	"autoForward":                 "removed in XState v5; use forwardTo",
-	"services":                    "use setup({ actors }) (XState v5)",
-	"parallel":                    "use type: 'parallel'",
+	"cond":                       "use `guard` (XState v5)",
+	"internal":                   "use `reenter` (XState v5; internal: false is reenter: true)",
+	"onEntry":                    "use `entry`",
+	"onExit":                     "use `exit`",
+	"activities":                 "activities were removed in XState v5; invoke an actor instead",
+	"data":                       "use `output` (XState v5)",
+	"in":                         "use the stateIn() guard (XState v5)",
+	"predictableActionArguments": "an XState v4 option; remove it",
+	"preserveActionOrder":        "an XState v4 option; remove it",
+	"strict":                     "an XState v4 option; remove it",
+	"schema":                     "use `types` (XState v5)",
+	"tsTypes":                    "an XState v4 typegen option; remove it",
+	"autoForward":                "removed in XState v5; use forwardTo",
+	"services":                   "use setup({ actors }) (XState v5)",
+	"parallel":                   "use type: 'parallel'",
 }
 
 var stateKeys = map[string]bool{

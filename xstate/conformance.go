@@ -165,12 +165,12 @@ func (c *Case) Run(m *interp.Machine) *Trace {
 		}
 		switch s.Status {
 		case interp.StatusDone:
-			out := s.Output
+			out := s.Output()
 			ts.Output = &out
 		case interp.StatusError:
 			msg := "undefined"
-			if s.Err != nil {
-				msg = s.Err.Error()
+			if err := s.Err(); err != nil {
+				msg = err.Error()
 			}
 			ts.Error = &msg
 		}

@@ -1,0 +1,120 @@
+// Command stategate runs XState v5 machines: as the gate of an MCP server
+// (serve), and from the command line to check machine files, print the
+// trace of a conformance case, or time one.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/alecthomas/kong"
+
+	"stategate/xstate"
+)
+
+type cli struct {
+	Trace traceCmd `cmd:"" help:"Run a conformance case and print its trace (the format of the conformance README)."`
+	Bench benchCmd `cmd:"" help:"Time conformance cases as bench.sh times XState; one JSON line per case."`
+	Check checkCmd `cmd:"" help:"Validate machine files; exit status 1 when any fails."`
+}
+
+type traceCmd struct {
+	Case string `arg:"" type:"existingfile" help:"The case file (NAME.case.json)."`
+}
+
+func (c *traceCmd) Run(stdout io.Writer) error {
+	cs, err := xstate.ReadCase(c.Case)
+	if err != nil {
+		return err
+	}
+	m, err := cs.Load()
+	if err != nil {
+		return err
+	}
+	out, err := cs.Run(m).JSON()
+	if err != nil {
+		return err
+	}
+	_, err = stdout.Write(out)
+	return err
+}
+
+type benchCmd struct {
+	Cases   []string `arg:"" type:"existingfile" help:"Case files."`
+	Seconds float64  `short:"s" default:"2" help:"Seconds to time each case (after a quarter as much to warm up)."`
+}
+
+func (c *benchCmd) Run(stdout io.Writer) error {
+	if c.Seconds <= 0 {
+		return errors.New("--seconds must be positive")
+	}
+	for _, file := range c.Cases {
+		cs, err := xstate.ReadCase(file)
+		if err != nil {
+			return err
+		}
+		m, err := cs.Load()
+		if err != nil {
+			return err
+		}
+		line, err := jsonLine(cs.Bench(m, time.Duration(c.Seconds*float64(time.Second))))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, line)
+	}
+	return nil
+}
+
+type checkCmd struct {
+	Files []string `arg:"" help:"Machine files, or folders to search for them."`
+}
+
+func (c *checkCmd) Run(stdout io.Writer) error {
+	report, err := xstate.Check(c.Files)
+	if err != nil {
+		return err
+	}
+	for _, line := range report.Lines() {
+		fmt.Fprintln(stdout, line)
+	}
+	if report.Failed() {
+		return errSilentFailure
+	}
+	return nil
+}
+
+// errSilentFailure exits with status 1 after the command printed why.
+var errSilentFailure = errors.New("")
+
+func main() {
+	var c cli
+	ctx := kong.Parse(&c,
+		kong.Name("stategate"),
+		kong.Description("Runs XState v5 machines as the gate of an MCP server."),
+		kong.UsageOnError(),
+		kong.BindTo(io.Writer(os.Stdout), (*io.Writer)(nil)),
+	)
+	if err := ctx.Run(); err != nil {
+		if err != errSilentFailure {
+			fmt.Fprintln(os.Stderr, "stategate:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+// jsonLine renders v as one line of JSON.
+func jsonLine(v any) (string, error) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
+}

@@ -1,0 +1,42 @@
+package xstate
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"stategate/interp"
+)
+
+// BenchmarkCases times one round (fresh actor, every step) of each
+// JSON-only conformance case, as `stategate bench` does.
+func BenchmarkCases(b *testing.B) {
+	for _, file := range caseFiles(b) {
+		c, err := ReadCase(file)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err := c.Load()
+		if err != nil {
+			continue
+		}
+		name := strings.TrimSuffix(filepath.Base(file), ".case.json")
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				clock := interp.NewSimClock()
+				a := interp.NewActor(m, interp.ActorOptions{Input: c.Input, Clock: clock})
+				a.Start()
+				for _, st := range c.Steps {
+					if st.Send != nil {
+						a.Send(st.Event)
+					} else {
+						clock.Advance(st.Advance)
+					}
+				}
+				a.Stop()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*max(1, len(c.Steps))), "ns/step")
+		})
+	}
+}

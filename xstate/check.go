@@ -1,0 +1,133 @@
+package xstate
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// machineExts are the extensions of machine files.
+var machineExts = map[string]bool{".json": true, ".js": true, ".mjs": true, ".ts": true, ".mts": true}
+
+// IsMachineFile reports whether a file name is that of a machine file: a
+// JSON config or a JS/TS module, not a dotfile, an editor's backup, a
+// conformance case or trace, or an implementations module (NAME.impl.ts).
+func IsMachineFile(name string) bool {
+	base := filepath.Base(name)
+	if strings.HasPrefix(base, ".") || strings.HasSuffix(base, "~") || strings.HasPrefix(base, "#") {
+		return false
+	}
+	ext := strings.ToLower(filepath.Ext(base))
+	if !machineExts[ext] {
+		return false
+	}
+	stem := strings.TrimSuffix(base, filepath.Ext(base))
+	for _, suffix := range []string{".case", ".trace", ".impl", ".d", ".test", ".spec"} {
+		if strings.HasSuffix(stem, suffix) {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckResult is what Check found in one file.
+type CheckResult struct {
+	File   string
+	Diags  []Diagnostic // errors and warnings
+	Failed bool
+	States int
+	Events int
+}
+
+// Report is the result of checking files.
+type Report struct{ Files []CheckResult }
+
+// Failed reports whether any file failed.
+func (r *Report) Failed() bool {
+	for _, f := range r.Files {
+		if f.Failed {
+			return true
+		}
+	}
+	return false
+}
+
+// Lines renders the report, one line per problem and a summary per file.
+func (r *Report) Lines() []string {
+	var out []string
+	for _, f := range r.Files {
+		for _, d := range f.Diags {
+			out = append(out, d.String())
+		}
+		if f.Failed {
+			out = append(out, fmt.Sprintf("%s: FAILED", f.File))
+		} else {
+			out = append(out, fmt.Sprintf("%s: ok (%d states, %d events)", f.File, f.States, f.Events))
+		}
+	}
+	return out
+}
+
+// Check loads machine files (folders are searched for them) and reports
+// every problem found, as a running server would when loading them.
+func Check(paths []string) (*Report, error) {
+	var files []string
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		if !info.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		var found []string
+		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() && path != p && strings.HasPrefix(d.Name(), ".") {
+				return filepath.SkipDir
+			}
+			if !d.IsDir() && IsMachineFile(path) {
+				found = append(found, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		sort.Strings(found)
+		files = append(files, found...)
+	}
+	rep := &Report{}
+	for _, f := range files {
+		rep.Files = append(rep.Files, checkFile(f))
+	}
+	return rep, nil
+}
+
+func checkFile(file string) CheckResult {
+	res := CheckResult{File: file}
+	m, warns, err := LoadFile(file)
+	res.Diags = append(res.Diags, warns...)
+	if err != nil {
+		res.Failed = true
+		if le, ok := err.(*LoadError); ok {
+			res.Diags = append(res.Diags, le.Diags...)
+		} else {
+			res.Diags = append(res.Diags, Diagnostic{File: file, Msg: err.Error()})
+		}
+		return res
+	}
+	for _, d := range MissingDiagnostics(file, m) {
+		d.Warning = true
+		res.Diags = append(res.Diags, d)
+	}
+	res.States = len(m.Nodes)
+	res.Events = len(m.EventTypes)
+	return res
+}
