@@ -15,10 +15,12 @@ type Actor struct {
 	stopped bool
 	busy    bool
 	mailbox []Event
-	pending []Effect // effects of the initial snapshot, run by Start
+	pending []Effect     // effects of the initial snapshot, run by Start
 	timers  []actorTimer // pending delayed events
 	seq     int
 	scratch []uint64 // reused by steps for temporary node sets
+	effects []Effect // reused by steps: effects are carried out at once
+	queue   []Event  // reused by steps for the internal queue
 }
 
 // ActorOptions configure an Actor.
@@ -54,7 +56,7 @@ func NewActor(m *Machine, opts ActorOptions) *Actor {
 	}
 	snap, effects, err := m.initial(a, opts.Input)
 	if err != nil {
-		snap = (&Snapshot{Machine: m, set: newNodeSet(len(m.Nodes))}).withStatus(StatusError, nil, err)
+		snap = (&Snapshot{Machine: m, cfg: m.emptyConfig}).withStatus(StatusError, nil, err)
 	}
 	a.snap = snap
 	a.pending = effects

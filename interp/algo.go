@@ -3,7 +3,6 @@ package interp
 import (
 	"errors"
 	"fmt"
-	"math/bits"
 	"strings"
 )
 
@@ -78,8 +77,7 @@ func (m *Machine) initial(actor *Actor, input any) (*Snapshot, []Effect, error) 
 	if input != nil {
 		ev.Data = map[string]any{"input": input}
 	}
-	s := &Snapshot{Machine: m, Context: map[string]any{}, set: newNodeSet(len(m.Nodes))}
-	s.set.add(m.Root.Order)
+	s := &Snapshot{Machine: m, Context: map[string]any{}, cfg: m.rootConfig}
 	if m.context != nil {
 		if m.context.Fn == nil {
 			s.Context = m.context.Value
@@ -132,8 +130,10 @@ func (m *Machine) Transition(s *Snapshot, ev Event) (*Snapshot, []Effect, error)
 }
 
 func (m *Machine) transition(actor *Actor, s *Snapshot, ev Event) (*Snapshot, []Effect, error) {
-	st := &stepper{m: m, actor: actor, running: true, arena: actor.scratch}
+	st := &stepper{m: m, actor: actor, running: true, arena: actor.scratch, effects: actor.effects[:0], queue: actor.queue[:0]}
 	next, err := st.macrostep(s, ev)
+	actor.effects = st.effects
+	actor.queue = st.queue[:0:cap(st.queue)]
 	return next, st.effects, err
 }
 
@@ -224,7 +224,7 @@ func (st *stepper) transitionNode(n *StateNode, s *Snapshot, ev Event) ([]*Trans
 	switch n.Type {
 	case Compound:
 		for _, c := range n.regions {
-			if s.set.has(c.Order) {
+			if s.cfg.set.has(c.Order) {
 				ts, err := st.transitionNode(c, s, ev)
 				if err != nil || len(ts) > 0 {
 					return ts, err
@@ -237,12 +237,8 @@ func (st *stepper) transitionNode(n *StateNode, s *Snapshot, ev Event) ([]*Trans
 		// XState's state value).
 		var all []*Transition
 		shared := true // all is a result of transitionNode, not ours
-		regions := n.regions
-		if s.nodes != nil {
-			regions = s.nodes
-		}
-		for _, c := range regions {
-			if c.Parent == n && s.set.has(c.Order) {
+		for _, c := range s.cfg.nodes {
+			if c.Parent == n {
 				ts, err := st.transitionNode(c, s, ev)
 				if err != nil {
 					return nil, err
@@ -274,7 +270,11 @@ func (st *stepper) next(n *StateNode, s *Snapshot, ev Event) ([]*Transition, err
 	if !exact && len(n.wildcards) > 0 {
 		for _, d := range n.wildcards {
 			if matchesWildcard(d, ev.Type) {
-				cands = append(cands[:len(cands):len(cands)], n.transitions[d]...)
+				if cands == nil {
+					cands = n.transitions[d]
+				} else {
+					cands = append(cands[:len(cands):len(cands)], n.transitions[d]...)
+				}
 			}
 		}
 	}
@@ -350,24 +350,11 @@ func wildcardTokens(desc, typ string) bool {
 // selectEventlessTransitions: for each atomic state in the snapshot's
 // order, the first passing `always` of it or its nearest ancestor.
 func (st *stepper) selectEventless(s *Snapshot, ev Event) ([]*Transition, error) {
+	if !s.cfg.always {
+		return nil, nil
+	}
 	var enabled []*Transition
-	nodes := s.nodes
-	for i, j := 0, s.set.next(0); ; i++ {
-		var a *StateNode
-		if s.nodes != nil {
-			if i >= len(nodes) {
-				break
-			}
-			a = nodes[i]
-		} else {
-			if j < 0 {
-				break
-			}
-			a, j = s.Machine.Nodes[j], s.set.next(j+1)
-		}
-		if a.Type != Atomic && a.Type != Final {
-			continue
-		}
+	for _, a := range s.cfg.atomics {
 	loop:
 		for n := a; n != nil; n = n.Parent {
 			for _, t := range n.Always {
@@ -394,7 +381,7 @@ func (st *stepper) selectEventless(s *Snapshot, ev Event) ([]*Transition, error)
 	if len(enabled) == 0 {
 		return nil, nil
 	}
-	return st.removeConflicting(enabled, s.set, s.history()), nil
+	return st.removeConflicting(enabled, s.cfg.set, s.history()), nil
 }
 
 // historyValue is the recorded history of a snapshot, indexed by history
@@ -591,11 +578,14 @@ func (st *stepper) microstep(ts []*Transition, s *Snapshot, ev Event, initial bo
 	if len(ts) == 0 {
 		return s, nil
 	}
+	if len(ts) == 1 && ts[0].entry != nil && !initial {
+		return st.cachedMicrostep(ts[0], s, ev)
+	}
 	m := s.Machine
 	set := st.tmpSet()
-	copy(set, s.set)
+	copy(set, s.cfg.set)
 	history := s.history()
-	filtered := st.removeConflicting(ts, s.set, history)
+	filtered := st.removeConflicting(ts, s.cfg.set, history)
 	next := s
 	var err error
 	var exited nodeSet
@@ -619,113 +609,82 @@ func (st *stepper) microstep(ts []*Transition, s *Snapshot, ev Event, initial bo
 		return nil, err
 	}
 	entered := st.tmpSet()
-	if next, err = st.enterStates(next, ev, filtered, set, entered, history, initial); err != nil {
+	if next, err = st.enterStates(next, ev, filtered, set, entered, history); err != nil {
 		return nil, err
 	}
-	changed := exited != nil || !entered.empty()
-	done := next.Status == StatusDone
-	if !changed && !histChanged && !done {
+	cfg := s.cfg
+	if exited != nil || !entered.empty() {
+		cfg = m.intern(set, orderOf(m, s.cfg, set, exited, entered))
+	}
+	return st.finishMicrostep(s, next, ev, cfg, history, histChanged)
+}
+
+// cachedMicrostep takes one transition whose effect on the configuration
+// is cached: only its actions are run.
+func (st *stepper) cachedMicrostep(t *Transition, s *Snapshot, ev Event) (*Snapshot, error) {
+	r := s.cfg.step(s.Machine, t)
+	history := s.history()
+	histChanged := false
+	if len(r.records) > 0 {
+		h := make(historyValue, s.Machine.histories)
+		copy(h, history)
+		for _, rec := range r.records {
+			h[rec.h.hidx] = rec.nodes
+		}
+		history, histChanged = h, true
+	}
+	next := s
+	var err error
+	for _, x := range r.exits {
+		if next, err = st.exitActions(next, ev, x); err != nil {
+			return nil, err
+		}
+	}
+	if next, err = st.resolveActions(next, ev, t.Actions); err != nil {
+		return nil, err
+	}
+	var set, completed nodeSet
+	if r.hasFinal {
+		set = st.tmpSet()
+		copy(set, r.base)
+	}
+	for _, n := range r.enters {
+		if set != nil {
+			set.add(n.Order)
+		}
+		if next, err = st.enter(next, ev, n, set, &completed); err != nil {
+			return nil, err
+		}
+	}
+	return st.finishMicrostep(s, next, ev, r.next, history, histChanged)
+}
+
+// finishMicrostep gives the snapshot its new configuration and history;
+// a machine that is done exits every state, innermost first, and XState
+// leaves its nodes in that order.
+func (st *stepper) finishMicrostep(s, next *Snapshot, ev Event, cfg *config, history historyValue, histChanged bool) (*Snapshot, error) {
+	if next.Status == StatusDone {
+		cfg = s.Machine.doneConfig(cfg)
+		for _, n := range cfg.nodes {
+			if len(n.Exit) > 0 {
+				var err error
+				if next, err = st.resolveActions(next, ev, n.Exit); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	if cfg == s.cfg && !histChanged {
 		return next, nil
 	}
-	next = st.withConfig(next, s)
+	if next == s {
+		next = s.clone()
+	}
+	next.cfg = cfg
 	if histChanged {
 		next.own().history = history
 	}
-	copy(next.set, set)
-	switch {
-	case done:
-		// A machine that is done exits every state, innermost first;
-		// XState leaves its nodes in that order.
-		var exits []Action
-		nodes := make([]*StateNode, 0, 8)
-		for i := set.prev(len(m.Nodes) - 1); i >= 0; i = set.prev(i - 1) {
-			exits = append(exits, m.Nodes[i].Exit...)
-			nodes = append(nodes, m.Nodes[i])
-		}
-		next.nodes = nodes
-		if len(exits) > 0 {
-			if next, err = st.resolveActions(next, ev, exits); err != nil {
-				return nil, err
-			}
-		}
-	case changed:
-		next.nodes = st.order(s, set, exited, entered)
-	default:
-		next.nodes = s.nodes
-	}
 	return next, nil
-}
-
-// order computes the new order of the active nodes: the nodes kept, in
-// their order, then those entered, in document order (XState's Set
-// semantics). It returns nil when that is the document order.
-func (st *stepper) order(s *Snapshot, set, exited, entered nodeSet) []*StateNode {
-	m := s.Machine
-	if s.nodes == nil {
-		// The kept nodes are in document order: the whole is, unless an
-		// entered node comes before a kept one.
-		lastKept := -1
-		firstEntered := -1
-		for w := range set {
-			kept := s.set[w] & set[w]
-			if exited != nil {
-				kept &^= exited[w]
-			}
-			if kept != 0 {
-				lastKept = w<<6 | (63 - bits.LeadingZeros64(kept))
-			}
-			if e := entered[w] &^ kept; e != 0 && firstEntered < 0 {
-				firstEntered = w<<6 | bits.TrailingZeros64(e)
-			}
-		}
-		if firstEntered < 0 || firstEntered > lastKept {
-			return nil
-		}
-	}
-	var nodes []*StateNode
-	sorted := true
-	push := func(n *StateNode) {
-		if len(nodes) > 0 && n.Order < nodes[len(nodes)-1].Order {
-			sorted = false
-		}
-		nodes = append(nodes, n)
-	}
-	for _, n := range s.Nodes() {
-		if (exited == nil || !exited.has(n.Order)) && set.has(n.Order) {
-			push(n)
-			entered.del(n.Order)
-		}
-	}
-	for i := entered.next(0); i >= 0; i = entered.next(i + 1) {
-		push(m.Nodes[i])
-	}
-	if sorted {
-		return nil
-	}
-	return nodes
-}
-
-// snapWithSet is a snapshot allocated with the storage of a small set.
-type snapWithSet struct {
-	Snapshot
-	set [2]uint64
-}
-
-// withConfig returns a snapshot like next with room for a new set: a copy
-// of s when next is s (in one allocation), else next itself, which this
-// step made.
-func (st *stepper) withConfig(next, s *Snapshot) *Snapshot {
-	words := len(s.set)
-	if next == s {
-		sc := &snapWithSet{Snapshot: *s}
-		next = &sc.Snapshot
-		if words <= len(sc.set) {
-			next.set = sc.set[:words:words]
-			return next
-		}
-	}
-	next.set = make(nodeSet, words)
-	return next
 }
 
 // exitStates exits the states of the transitions' exit sets, innermost
@@ -765,13 +724,8 @@ func (st *stepper) exitStates(s *Snapshot, ev Event, ts []*Transition, set nodeS
 		}
 	}
 	for i := exit.prev(len(nodes) - 1); i >= 0; i = exit.prev(i - 1) {
-		x := nodes[i]
-		actions := x.Exit
-		if len(x.Invoke) > 0 {
-			actions = append(actions[:len(actions):len(actions)], invokeStops(x)...)
-		}
 		var err error
-		if s, err = st.resolveActions(s, ev, actions); err != nil {
+		if s, err = st.exitActions(s, ev, nodes[i]); err != nil {
 			return nil, nil, nil, false, err
 		}
 		set.del(i)
@@ -779,88 +733,104 @@ func (st *stepper) exitStates(s *Snapshot, ev Event, ts []*Transition, set nodeS
 	return s, exit, history, changed, nil
 }
 
-func (st *stepper) enterStates(s *Snapshot, ev Event, ts []*Transition, set, entered nodeSet, history historyValue, initial bool) (*Snapshot, error) {
-	m := s.Machine
-	toEnter := entered
-	defaultEntry := st.tmpSet()
-	if len(ts) == 1 && ts[0].entry != nil {
-		copy(toEnter, ts[0].entry.toEnter)
-		copy(defaultEntry, ts[0].entry.defaultEntry)
-	} else {
-		e := entrySet{history: history, toEnter: toEnter, defaultEntry: defaultEntry}
-		e.compute(ts)
+// exitActions runs a node's exit actions and stops its invoked actors.
+func (st *stepper) exitActions(s *Snapshot, ev Event, x *StateNode) (*Snapshot, error) {
+	actions := x.Exit
+	if len(x.Invoke) > 0 {
+		actions = append(actions[:len(actions):len(actions)], invokeStops(x)...)
 	}
-	if initial {
-		defaultEntry.add(m.Root.Order)
+	if len(actions) == 0 {
+		return s, nil
+	}
+	return st.resolveActions(s, ev, actions)
+}
+
+func (st *stepper) enterStates(s *Snapshot, ev Event, ts []*Transition, set, entered nodeSet, history historyValue) (*Snapshot, error) {
+	m := s.Machine
+	if len(ts) == 1 && ts[0].entry != nil {
+		copy(entered, ts[0].entry.toEnter)
+	} else {
+		e := entrySet{history: history, toEnter: entered, defaultEntry: st.tmpSet()}
+		e.compute(ts)
 	}
 	var completed nodeSet
 	var err error
-	for i := toEnter.next(0); i >= 0; i = toEnter.next(i + 1) {
-		n := m.Nodes[i]
+	for i := entered.next(0); i >= 0; i = entered.next(i + 1) {
 		set.add(i)
-		actions := n.Entry
-		if len(n.Invoke) > 0 {
-			actions = append(actions[:len(actions):len(actions)], invokeStarts(n)...)
+		if s, err = st.enter(s, ev, m.Nodes[i], set, &completed); err != nil {
+			return nil, err
 		}
-		if len(actions) > 0 {
-			if s, err = st.resolveActions(s, ev, actions); err != nil {
-				return nil, err
-			}
-		}
-		if n.Type != Final {
-			continue
-		}
-		parent := n.Parent
-		var marker *StateNode
-		if parent != nil {
-			if parent.Type == Parallel {
-				marker = parent
-			} else {
-				marker = parent.Parent
-			}
-		}
-		completion := n
-		if marker != nil {
-			completion = marker
-		}
-		if parent != nil && parent.Type == Compound {
-			var out any
-			if n.Output != nil {
-				if out, err = st.eval(n.Output, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s}, nil); err != nil {
-					return nil, err
-				}
-			}
-			st.queue = append(st.queue, doneStateEvent(parent.ID, out, n.Output != nil))
-		}
-		for marker != nil && marker.Type == Parallel && (completed == nil || !completed.has(marker.Order)) && inFinalState(set, marker) {
-			if completed == nil {
-				completed = st.tmpSet()
-			}
-			completed.add(marker.Order)
-			st.queue = append(st.queue, doneStateEvent(marker.ID, nil, false))
-			completion = marker
-			marker = marker.Parent
-		}
-		if marker != nil {
-			continue
-		}
-		var out any
-		if m.Root.Output != nil {
-			var cout any
-			hasOut := completion.Output != nil && completion.Parent != nil
-			if hasOut {
-				if cout, err = st.eval(completion.Output, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s}, nil); err != nil {
-					return nil, err
-				}
-			}
-			done := doneStateEvent(completion.ID, cout, hasOut)
-			if out, err = st.eval(m.Root.Output, Args{Context: s.Context, Event: done, Self: st.actor, Snapshot: s}, nil); err != nil {
-				return nil, err
-			}
-		}
-		s = s.withStatus(StatusDone, out, nil)
 	}
 	return s, nil
+}
+
+// enter runs a node's entry actions and starts its invoked actors; for a
+// final node it queues the done events and, when the machine is done,
+// computes its output. set holds the nodes entered so far.
+func (st *stepper) enter(s *Snapshot, ev Event, n *StateNode, set nodeSet, completed *nodeSet) (*Snapshot, error) {
+	m := s.Machine
+	actions := n.Entry
+	if len(n.Invoke) > 0 {
+		actions = append(actions[:len(actions):len(actions)], invokeStarts(n)...)
+	}
+	var err error
+	if len(actions) > 0 {
+		if s, err = st.resolveActions(s, ev, actions); err != nil {
+			return nil, err
+		}
+	}
+	if n.Type != Final {
+		return s, nil
+	}
+	parent := n.Parent
+	var marker *StateNode
+	if parent != nil {
+		if parent.Type == Parallel {
+			marker = parent
+		} else {
+			marker = parent.Parent
+		}
+	}
+	completion := n
+	if marker != nil {
+		completion = marker
+	}
+	if parent != nil && parent.Type == Compound {
+		var out any
+		if n.Output != nil {
+			if out, err = st.eval(n.Output, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s}, nil); err != nil {
+				return nil, err
+			}
+		}
+		st.queue = append(st.queue, doneStateEvent(parent.ID, out, n.Output != nil))
+	}
+	for marker != nil && marker.Type == Parallel && (*completed == nil || !completed.has(marker.Order)) && inFinalState(set, marker) {
+		if *completed == nil {
+			*completed = st.tmpSet()
+		}
+		completed.add(marker.Order)
+		st.queue = append(st.queue, doneStateEvent(marker.ID, nil, false))
+		completion = marker
+		marker = marker.Parent
+	}
+	if marker != nil {
+		return s, nil
+	}
+	var out any
+	if m.Root.Output != nil {
+		var cout any
+		hasOut := completion.Output != nil && completion.Parent != nil
+		if hasOut {
+			if cout, err = st.eval(completion.Output, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s}, nil); err != nil {
+				return nil, err
+			}
+		}
+		done := doneStateEvent(completion.ID, cout, hasOut)
+		if out, err = st.eval(m.Root.Output, Args{Context: s.Context, Event: done, Self: st.actor, Snapshot: s}, nil); err != nil {
+			return nil, err
+		}
+	}
+	return s.withStatus(StatusDone, out, nil), nil
 }
 
 func doneStateEvent(id string, output any, hasOutput bool) Event {

@@ -41,6 +41,10 @@ type Machine struct {
 	// histories counts the history nodes (StateNode.hidx numbers them).
 	histories int
 	initCache *atomic.Pointer[initResult]
+	configs   *configTable
+	// rootConfig has only the root active: where an actor starts from;
+	// emptyConfig has nothing active: an actor that failed to start.
+	rootConfig, emptyConfig *config
 }
 
 // StateNode is a compiled state node.
@@ -94,8 +98,8 @@ type Transition struct {
 	one     []*Transition // the transition alone, as selection returns it
 	entry   *entrySet     // its entry set, when it does not depend on history
 	static  bool          // no history target: domain is precomputed
-	domain  *StateNode // the transition domain when static (nil: none)
-	noDom   bool       // static and the domain is "none" (root reentry)
+	domain  *StateNode    // the transition domain when static (nil: none)
+	noDom   bool          // static and the domain is "none" (root reentry)
 	targets []*StateNode
 }
 
@@ -142,7 +146,7 @@ func New(def *MachineDef) (*Machine, error) {
 	if def == nil || def.Root == nil {
 		return nil, &DefError{Path: "(root)", Msg: "no root state"}
 	}
-	m := &Machine{context: def.Context, Impl: def.Impl, byID: map[string]*StateNode{}, initCache: new(atomic.Pointer[initResult])}
+	m := &Machine{context: def.Context, Impl: def.Impl, byID: map[string]*StateNode{}, initCache: new(atomic.Pointer[initResult]), configs: &configTable{}}
 	m.ID = def.Root.ID
 	if m.ID == "" {
 		m.ID = "(machine)"
@@ -185,6 +189,10 @@ func New(def *MachineDef) (*Machine, error) {
 	for _, t := range c.all {
 		c.prepareEntry(t)
 	}
+	rootSet := newNodeSet(len(m.Nodes))
+	m.emptyConfig = m.newConfig(rootSet.clone(), []*StateNode{})
+	rootSet.add(m.Root.Order)
+	m.rootConfig = m.intern(rootSet, nil)
 	types := map[string]bool{}
 	for _, n := range m.Nodes {
 		for _, d := range n.On {

@@ -263,7 +263,7 @@ func (st *stepper) evalGuard(g Guard, s *Snapshot, ctx any, ev Event) (bool, err
 			if err != nil {
 				return false, err
 			}
-			return s.set.has(n.Order), nil
+			return s.cfg.set.has(n.Order), nil
 		}
 		return s.Matches(g.State), nil
 	}

@@ -32,12 +32,10 @@ type Snapshot struct {
 	Context any
 	Status  Status
 
-	// nodes are the active state nodes in the order XState keeps them
-	// (insertion order: entered nodes are appended); nil when that is the
-	// document order of set, the same nodes as a set.
-	nodes []*StateNode
-	set   nodeSet
-	x     *snapExtra // nil when all its fields are zero
+	// cfg holds the active state nodes, in the order XState keeps them
+	// (insertion order: entered nodes are appended) and as a set.
+	cfg *config
+	x   *snapExtra // nil when all its fields are zero
 }
 
 // snapExtra holds what most snapshots lack, to keep snapshots small.
@@ -92,19 +90,10 @@ func (s *Snapshot) Err() error { return s.extra().err }
 func (s *Snapshot) history() historyValue { return s.extra().history }
 
 // Nodes returns the active state nodes, in XState's order.
-func (s *Snapshot) Nodes() []*StateNode {
-	if s.nodes != nil {
-		return s.nodes
-	}
-	out := make([]*StateNode, 0, 8)
-	for i := s.set.next(0); i >= 0; i = s.set.next(i + 1) {
-		out = append(out, s.Machine.Nodes[i])
-	}
-	return out
-}
+func (s *Snapshot) Nodes() []*StateNode { return s.cfg.nodes }
 
 // Active reports whether the state node is active.
-func (s *Snapshot) Active(n *StateNode) bool { return s.set.has(n.Order) }
+func (s *Snapshot) Active(n *StateNode) bool { return s.cfg.set.has(n.Order) }
 
 // Children returns the ids of the running child actors, sorted.
 func (s *Snapshot) Children() []string {
@@ -194,8 +183,8 @@ func (s *Snapshot) Tags() []string {
 
 // HasTag reports whether an active state node has the tag.
 func (s *Snapshot) HasTag(tag string) bool {
-	for i := s.set.next(0); i >= 0; i = s.set.next(i + 1) {
-		if slices.Contains(s.Machine.Nodes[i].Tags, tag) {
+	for _, n := range s.cfg.nodes {
+		if slices.Contains(n.Tags, tag) {
 			return true
 		}
 	}
