@@ -11,6 +11,14 @@ import (
 // selectEventlessTransitions, removeConflictingTransitions, computeExitSet,
 // computeEntrySet, exitStates, enterStates), on bitsets of state nodes.
 
+// MaxMicrosteps bounds the microsteps of one macrostep. XState has no
+// bound and hangs on a machine whose eventless transitions or raised events
+// never settle; stategate stops it with ErrLoop instead.
+const MaxMicrosteps = 100_000
+
+// ErrLoop is the error of a macrostep that does not settle.
+var ErrLoop = errors.New("infinite loop")
+
 // EventInit is the type of the event that starts an actor.
 const EventInit = "xstate.init"
 
@@ -156,7 +164,10 @@ func (st *stepper) macrostep(s *Snapshot, ev Event) (*Snapshot, error) {
 		}
 	}
 	selectEventless := true
-	for next.Status == StatusActive {
+	for steps := 0; next.Status == StatusActive; steps++ {
+		if steps >= MaxMicrosteps {
+			return nil, fmt.Errorf("%w: more than %d microsteps for event '%s' (eventless transitions or raised events that never settle)", ErrLoop, MaxMicrosteps, ev.Type)
+		}
 		var ts []*Transition
 		var err error
 		if selectEventless {

@@ -53,3 +53,12 @@ func BenchmarkCan(b *testing.B) {
 		}
 	}
 }
+
+func defOf(tb testing.TB, src string) *interp.MachineDef {
+	tb.Helper()
+	def, err := xstate.ParseDef("test.json", []byte(src))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return def
+}

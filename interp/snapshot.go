@@ -141,35 +141,6 @@ func valueOf(n *StateNode, adj map[*StateNode][]*StateNode) any {
 	return v
 }
 
-// ValueKeys is Value with the order of keys XState would print, for
-// persistence: each object is a sequence of key/value pairs.
-func (s *Snapshot) orderedValue() any {
-	return orderedValueOf(s.Machine.Root, s.adjacency())
-}
-
-// OrderedValue is a state value object with its keys in order.
-type OrderedValue []ValuePair
-
-// ValuePair is one key of an OrderedValue.
-type ValuePair struct {
-	Key   string
-	Value any // string or OrderedValue
-}
-
-func orderedValueOf(n *StateNode, adj map[*StateNode][]*StateNode) any {
-	kids := adj[n]
-	if n.Type == Compound && len(kids) > 0 {
-		if k := kids[0]; k.Type == Atomic || k.Type == Final {
-			return k.Key
-		}
-	}
-	v := make(OrderedValue, 0, len(kids))
-	for _, k := range kids {
-		v = append(v, ValuePair{k.Key, orderedValueOf(k, adj)})
-	}
-	return v
-}
-
 // Tags returns the tags of the active state nodes, sorted, without
 // duplicates.
 func (s *Snapshot) Tags() []string {

@@ -248,3 +248,5 @@ func lastTwo(p string) string {
 	dir, file := filepath.Split(p)
 	return filepath.Base(dir) + "/" + file
 }
+
+func eventOf(t string) interp.Event { return interp.Event{Type: t} }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"stategate/interp"
@@ -15,6 +16,29 @@ import (
 // diagnostics. It returns the warnings even when it fails; the error is a
 // *LoadError listing every problem found.
 func ParseJSON(file string, data []byte) (*interp.Machine, []Diagnostic, error) {
+	root, err := decodeConfig(file, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	return compile(file, root, nil, interp.Implementations{})
+}
+
+// ParseDef reads an XState v5 JSON config into a definition, without
+// compiling it.
+func ParseDef(file string, data []byte) (*interp.MachineDef, error) {
+	root, err := decodeConfig(file, data)
+	if err != nil {
+		return nil, err
+	}
+	r := &configReader{file: file, lines: map[string]int{}}
+	def := r.machine(root)
+	if r.failed() {
+		return nil, &LoadError{File: file, Diags: errorsOnly(r.diags)}
+	}
+	return def, nil
+}
+
+func decodeConfig(file string, data []byte) (*object, error) {
 	v, err := decodeOrdered(data)
 	if err != nil {
 		d := Diagnostic{File: file, Msg: "invalid JSON: " + err.Error()}
@@ -23,13 +47,13 @@ func ParseJSON(file string, data []byte) (*interp.Machine, []Diagnostic, error) 
 			d.Line = pe.Line
 			d.Msg = fmt.Sprintf("invalid JSON at column %d: %v", pe.Col, pe.Err)
 		}
-		return nil, nil, &LoadError{File: file, Diags: []Diagnostic{d}}
+		return nil, &LoadError{File: file, Diags: []Diagnostic{d}}
 	}
 	root, ok := v.(*object)
 	if !ok {
-		return nil, nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Line: 1, Msg: "a machine config must be a JSON object"}}}
+		return nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Line: 1, Msg: "a machine config must be a JSON object"}}}
 	}
-	return compile(file, root, nil, interp.Implementations{})
+	return root, nil
 }
 
 // compile reads a decoded config and compiles it with implementations.
@@ -37,12 +61,15 @@ func compile(file string, root *object, fns funcResolver, impl interp.Implementa
 	r := &configReader{file: file, lines: map[string]int{}, fns: fns}
 	def := r.machine(root)
 	def.Impl = impl
-	if r.failed() {
-		return nil, warnings(r.diags), &LoadError{File: file, Diags: errorsOnly(r.diags)}
-	}
+	// Compile even a config with errors, to report every problem at once.
 	m, err := interp.New(def)
+	diags := errorsOnly(r.diags)
 	if err != nil {
-		return nil, warnings(r.diags), &LoadError{File: file, Diags: defDiagnostics(file, err, r.lines)}
+		diags = append(diags, defDiagnostics(file, err, r.lines)...)
+	}
+	if len(diags) > 0 {
+		sort.SliceStable(diags, func(i, j int) bool { return diags[i].Line < diags[j].Line })
+		return nil, warnings(r.diags), &LoadError{File: file, Diags: diags}
 	}
 	return m, warnings(r.diags), nil
 }

@@ -1,0 +1,359 @@
+package interp
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// ErrRestore is wrapped by every error of Machine.Restore.
+var ErrRestore = errors.New("cannot restore snapshot")
+
+// Persisted is a snapshot in the shape of XState's persisted snapshot
+// (actor.getPersistedSnapshot()): JSON-ready, and restorable by
+// Machine.Restore in another process without running entry actions again.
+type Persisted struct {
+	Status  string `json:"status"`
+	Value   Value  `json:"value"`
+	Context any    `json:"context"`
+	// HistoryValue maps a history state's id to the nodes it restores,
+	// each as {"id": ...} (XState stores the state nodes themselves and
+	// reads back their ids).
+	HistoryValue map[string][]NodeRef `json:"historyValue"`
+	Children     map[string]any       `json:"children"`
+	Output       any                  `json:"output,omitempty"`
+	Error        any                  `json:"error,omitempty"`
+}
+
+// NodeRef names a state node by id.
+type NodeRef struct {
+	ID string `json:"id"`
+}
+
+// Value is a state value that keeps the order of its keys: a string, or
+// an object of child keys. The order matters to XState (it is the order in
+// which parallel regions are visited), so a restored snapshot behaves as
+// the saved one did.
+type Value struct {
+	Leaf string
+	Keys []ValuePair // nil for a leaf
+	obj  bool
+}
+
+// ValuePair is one key of a Value object.
+type ValuePair struct {
+	Key   string
+	Value Value
+}
+
+// IsObject reports whether the value is an object (not a leaf string).
+func (v Value) IsObject() bool { return v.obj }
+
+// Plain converts the value to a string or a map[string]any.
+func (v Value) Plain() any {
+	if !v.obj {
+		return v.Leaf
+	}
+	m := make(map[string]any, len(v.Keys))
+	for _, p := range v.Keys {
+		m[p.Key] = p.Value.Plain()
+	}
+	return m
+}
+
+// MarshalJSON writes the value with its keys in order.
+func (v Value) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	v.write(&b)
+	return b.Bytes(), nil
+}
+
+func (v Value) write(b *bytes.Buffer) {
+	if !v.obj {
+		s, _ := json.Marshal(v.Leaf)
+		b.Write(s)
+		return
+	}
+	b.WriteByte('{')
+	for i, p := range v.Keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(p.Key)
+		b.Write(k)
+		b.WriteByte(':')
+		p.Value.write(b)
+	}
+	b.WriteByte('}')
+}
+
+// UnmarshalJSON reads a state value, keeping the order of keys.
+func (v *Value) UnmarshalJSON(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	out, err := readValue(dec)
+	if err != nil {
+		return fmt.Errorf("state value: %w", err)
+	}
+	*v = out
+	return nil
+}
+
+func readValue(dec *json.Decoder) (Value, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return Value{}, err
+	}
+	switch t := tok.(type) {
+	case string:
+		return Value{Leaf: t}, nil
+	case json.Delim:
+		if t != '{' {
+			break
+		}
+		v := Value{obj: true, Keys: []ValuePair{}}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return Value{}, err
+			}
+			child, err := readValue(dec)
+			if err != nil {
+				return Value{}, err
+			}
+			v.Keys = append(v.Keys, ValuePair{Key: kt.(string), Value: child})
+		}
+		_, err := dec.Token()
+		return v, err
+	}
+	return Value{}, fmt.Errorf("a state value must be a string or an object, not %v", tok)
+}
+
+// OrderedValue returns the state value with its keys in XState's order.
+func (s *Snapshot) OrderedValue() Value {
+	adj := s.adjacency()
+	var walk func(n *StateNode) Value
+	walk = func(n *StateNode) Value {
+		kids := adj[n]
+		if n.Type == Compound && len(kids) > 0 {
+			if k := kids[0]; k.Type == Atomic || k.Type == Final {
+				return Value{Leaf: k.Key}
+			}
+		}
+		v := Value{obj: true, Keys: make([]ValuePair, 0, len(kids))}
+		for _, k := range kids {
+			v.Keys = append(v.Keys, ValuePair{k.Key, walk(k)})
+		}
+		return v
+	}
+	return walk(s.Machine.Root)
+}
+
+// Persist returns the snapshot in XState's persisted shape.
+func (s *Snapshot) Persist() *Persisted {
+	p := &Persisted{
+		Status:       s.Status.String(),
+		Value:        s.OrderedValue(),
+		Context:      s.Context,
+		HistoryValue: map[string][]NodeRef{},
+		Children:     map[string]any{},
+	}
+	for id, ids := range s.HistoryValue() {
+		refs := make([]NodeRef, len(ids))
+		for i, x := range ids {
+			refs[i] = NodeRef{x}
+		}
+		p.HistoryValue[id] = refs
+	}
+	switch s.Status {
+	case StatusDone:
+		p.Output = s.Output()
+	case StatusError:
+		if err := s.Err(); err != nil {
+			p.Error = err.Error()
+		}
+	}
+	return p
+}
+
+// MarshalJSON writes the snapshot in XState's persisted shape.
+func (s *Snapshot) MarshalJSON() ([]byte, error) { return json.Marshal(s.Persist()) }
+
+// Restore makes a snapshot from a persisted one, as XState's
+// machine.resolveState/restoreSnapshot: the active nodes are those of the
+// value (with missing initial descendants filled in), and no action runs.
+// A value that names a state the machine lacks is an error.
+func (m *Machine) Restore(p *Persisted) (*Snapshot, error) {
+	status := StatusActive
+	switch p.Status {
+	case "", "active":
+	case "done":
+		status = StatusDone
+	case "error":
+		status = StatusError
+	case "stopped":
+		status = StatusStopped
+	default:
+		return nil, fmt.Errorf("%w: unknown status %q", ErrRestore, p.Status)
+	}
+	var order []*StateNode
+	seen := newNodeSet(len(m.Nodes))
+	add := func(n *StateNode) {
+		if !seen.has(n.Order) {
+			seen.add(n.Order)
+			order = append(order, n)
+		}
+	}
+	if !p.Value.obj && p.Value.Leaf == "" && len(m.Root.Children) > 0 {
+		return nil, fmt.Errorf("%w: no state value", ErrRestore)
+	}
+	nodes, err := m.stateNodes(m.Root, p.Value)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrRestore, err)
+	}
+	for _, n := range nodes {
+		add(n)
+	}
+	// XState's getAllStateNodes: fill in the initial states of compound
+	// nodes with no active child and of parallel regions not given, then
+	// every ancestor.
+	for i := 0; i < len(order); i++ {
+		n := order[i]
+		switch n.Type {
+		case Compound:
+			has := false
+			for _, c := range n.regions {
+				has = has || seen.has(c.Order)
+			}
+			if !has {
+				for _, x := range initialWithAncestors(n) {
+					add(x)
+				}
+			}
+		case Parallel:
+			for _, c := range n.regions {
+				if !seen.has(c.Order) {
+					for _, x := range initialWithAncestors(c) {
+						add(x)
+					}
+				}
+			}
+		}
+	}
+	for i := 0; i < len(order); i++ {
+		for _, a := range order[i].ancestors {
+			add(a)
+		}
+	}
+	sorted := slices.IsSortedFunc(order, func(a, b *StateNode) int { return a.Order - b.Order })
+	if sorted {
+		order = nil
+	}
+	s := &Snapshot{Machine: m, Context: p.Context, Status: status, cfg: m.intern(seen, order)}
+	if len(p.HistoryValue) > 0 && m.histories > 0 {
+		h := make(historyValue, m.histories)
+		for id, refs := range p.HistoryValue {
+			hn := m.byID[id]
+			if hn == nil || hn.Type != History {
+				continue // XState skips what it cannot resolve
+			}
+			var list []*StateNode
+			for _, r := range refs {
+				if x := m.byID[r.ID]; x != nil {
+					list = append(list, x)
+				}
+			}
+			h[hn.hidx] = list // nil (nothing recorded) when none resolved
+		}
+		s.own().history = h
+	}
+	switch status {
+	case StatusDone:
+		s.own().output = p.Output
+	case StatusError:
+		s.own().err = &ThrownError{Value: p.Error}
+	}
+	return s, nil
+}
+
+// stateNodes is XState's getStateNodes: the nodes a state value names.
+func (m *Machine) stateNodes(n *StateNode, v Value) ([]*StateNode, error) {
+	if !v.obj {
+		c := n.byKey[v.Leaf]
+		if c == nil {
+			return nil, fmt.Errorf("state %q does not exist on %q", v.Leaf, n.ID)
+		}
+		return []*StateNode{n, c}, nil
+	}
+	out := []*StateNode{m.Root, n}
+	children := make([]*StateNode, 0, len(v.Keys))
+	for _, p := range v.Keys {
+		c := n.byKey[p.Key]
+		if c == nil {
+			return nil, fmt.Errorf("state %q does not exist on %q", p.Key, n.ID)
+		}
+		children = append(children, c)
+	}
+	out = append(out, children...)
+	for i, p := range v.Keys {
+		sub, err := m.stateNodes(children[i], p.Value)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sub...)
+	}
+	return out, nil
+}
+
+// initialWithAncestors is XState's getInitialStateNodesWithTheirAncestors.
+func initialWithAncestors(n *StateNode) []*StateNode {
+	var out []*StateNode
+	seen := map[*StateNode]bool{}
+	var iter func(x *StateNode)
+	iter = func(x *StateNode) {
+		if seen[x] {
+			return
+		}
+		seen[x] = true
+		out = append(out, x)
+		switch x.Type {
+		case Compound:
+			iter(x.initial.Targets[0])
+		case Parallel:
+			for _, c := range x.regions {
+				iter(c)
+			}
+		}
+	}
+	iter(n)
+	for _, x := range slices.Clone(out) {
+		for _, a := range x.ancestors {
+			if a == n {
+				break
+			}
+			if !seen[a] {
+				seen[a] = true
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// String renders a value compactly, for messages: "a.b" or {"a":"x"}.
+func (v Value) String() string {
+	if !v.obj {
+		return v.Leaf
+	}
+	if len(v.Keys) == 1 && !v.Keys[0].Value.obj {
+		return v.Keys[0].Key + "." + v.Keys[0].Value.Leaf
+	}
+	b, _ := v.MarshalJSON()
+	return strings.TrimSpace(string(b))
+}

@@ -1,0 +1,153 @@
+package xstate
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseJSONErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, src string
+		want      []string // each must appear in the error
+	}{
+		{"syntax", "{\n  \"id\": \"m\",\n  \"states\": {\n    \"a\": {,}\n  }\n}", []string{"m.json:4:", "invalid JSON"}},
+		{"not an object", `[1, 2]`, []string{"m.json:1:", "must be a JSON object"}},
+		{"v4 cond", "{\"id\":\"m\",\"initial\":\"a\",\"states\":{\n\"a\":{\"on\":{\"GO\":{\"target\":\"b\",\"cond\":\"ok\"}}},\"b\":{}}}", []string{"m.json:2: state a:", `"cond" is not an XState v5 transition key`, "guard"}},
+		{"v4 internal and null event", `{"id":"m","initial":"a","states":{"a":{"on":{"":"b","X":{"target":"b","internal":false}}},"b":{}}}`, []string{`null events ("")`, `"internal"`}},
+		{"bad type", `{"id":"m","initial":"a","states":{"a":{"type":"weird"}}}`, []string{`state a: unknown state type "weird"`}},
+		{"bad target", `{"id":"m","initial":"a","states":{"a":{"on":{"GO":42}}}}`, []string{`state a: on "GO": a transition must be a target string or an object`}},
+		{"missing target", `{"id":"m","initial":"a","states":{"a":{"on":{"GO":"zz"}},"b":{"on":{"BACK":"yy"}}}}`, []string{`state a: transition on event "GO"`, `state b: transition on event "BACK"`}},
+		{"onEntry", `{"id":"m","initial":"a","states":{"a":{"onEntry":"x"}}}`, []string{`"onEntry" is not an XState v5 state key: use ` + "`entry`"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := ParseJSON("m.json", []byte(tc.src))
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("err = %v, want ErrInvalid", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestParseJSONWarnings(t *testing.T) {
+	_, warns, err := ParseJSON("m.json", []byte(`{"id":"m","initial":"a","states":{"a":{"intial":"x","on":{"GO":{"target":"a","gaurd":"g"}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []string
+	for _, w := range warns {
+		msgs = append(msgs, w.String())
+	}
+	got := strings.Join(msgs, "\n")
+	for _, w := range []string{`warning: state a: unknown key "intial" is ignored`, `unknown transition key "gaurd"`} {
+		if !strings.Contains(got, w) {
+			t.Errorf("warnings %q lack %q", got, w)
+		}
+	}
+}
+
+func TestJSKeyOrder(t *testing.T) {
+	got := jsKeyOrder([]string{"b", "10", "a", "2", "01", "-1", "4294967295", "4294967294", "0"})
+	want := []string{"0", "2", "10", "4294967294", "b", "a", "01", "-1", "4294967295"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+func TestJSNumber(t *testing.T) {
+	for in, want := range map[string]float64{"1000": 1000, "1e3": 1000, " 40 ": 40, "": 0, "0x10": 16, "1.5": 1.5} {
+		if got, ok := jsNumber(in); !ok || got != want {
+			t.Errorf("jsNumber(%q) = %v, %v; want %v", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"slow", "1s", "0xzz"} {
+		if _, ok := jsNumber(in); ok {
+			t.Errorf("jsNumber(%q) is a number", in)
+		}
+	}
+}
+
+func TestMissingDiagnostics(t *testing.T) {
+	m, _, err := ParseJSON("m.json", []byte(`{"id":"m","initial":"a","states":{"a":{"entry":"hello","after":{"slow":"b"},"on":{"GO":{"guard":"ok","target":"b"}}},"b":{"invoke":{"src":"fetcher"}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range MissingDiagnostics("m.json", m) {
+		got = append(got, d.String())
+	}
+	want := []string{
+		`m.json: warning: state a: action "hello" has no implementation; XState skips it`,
+		`m.json: state a: delay "slow" has no implementation`,
+		`m.json: state a: guard "ok" has no implementation`,
+		`m.json: state b: actor "fetcher" has no implementation`,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, src string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("good.json", `{"id":"good","initial":"a","states":{"a":{"on":{"GO":"b"}},"b":{}}}`)
+	write("bad.json", `{"id":"bad","initial":"a","states":{"a":{"on":{"GO":"zz"}}}}`)
+	write("x.case.json", `{"machine":"good.json"}`)
+	write(".hidden.json", `{`)
+	write("good.json~", `{`)
+	rep, err := Check([]string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Failed() || len(rep.Files) != 2 {
+		t.Fatalf("report: %+v", rep)
+	}
+	out := strings.Join(rep.Lines(), "\n")
+	for _, w := range []string{"bad.json: FAILED", "good.json: ok (3 states, 1 events)", `state a: transition on event "GO"`} {
+		if !strings.Contains(out, w) {
+			t.Errorf("report %q lacks %q", out, w)
+		}
+	}
+}
+
+// FuzzParseJSON checks that no input makes the config reader or the
+// compiler panic, and that a machine that loads can start and take events.
+func FuzzParseJSON(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("..", "testdata", "conformance", "*", "*.json"))
+	own, _ := filepath.Glob(filepath.Join("..", "testdata", "conformance", "own", "*", "*.json"))
+	for _, file := range append(files, own...) {
+		if IsMachineFile(file) {
+			if data, err := os.ReadFile(file); err == nil {
+				f.Add(data)
+			}
+		}
+	}
+	f.Add([]byte(`{"initial":"a","states":{"a":{"type":"history"}}}`))
+	f.Add([]byte(`{"type":"parallel","states":{"a":{"type":"final"}}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, _, err := ParseJSON("fuzz.json", data)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v does not wrap ErrInvalid", err)
+			}
+			return
+		}
+		c := &Case{Steps: []Step{{Advance: 1000}}}
+		for _, ev := range m.EventTypes {
+			c.Steps = append(c.Steps, Step{Send: []byte(`{}`), Event: eventOf(ev)})
+		}
+		c.Run(m)
+	})
+}
