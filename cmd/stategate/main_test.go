@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+const caseDir = "../../testdata/conformance"
+
+func TestTraceCommand(t *testing.T) {
+	file := filepath.Join(caseDir, "history", "deep.case.json")
+	var out bytes.Buffer
+	if err := (&traceCmd{Case: file}).Run(&out); err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(filepath.Join(caseDir, "history", "deep.trace.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, exp any
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("trace is not JSON: %v\n%s", err, out.String())
+	}
+	if err := json.Unmarshal(want, &exp); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, exp) {
+		t.Fatalf("trace differs from the oracle's:\n%s", out.String())
+	}
+}
+
+func TestBenchCommand(t *testing.T) {
+	var out bytes.Buffer
+	cmd := &benchCmd{Cases: []string{filepath.Join(caseDir, "basic", "transitions.case.json")}, Seconds: 0.05}
+	if err := cmd.Run(&out); err != nil {
+		t.Fatal(err)
+	}
+	var line map[string]any
+	if err := json.Unmarshal(out.Bytes(), &line); err != nil {
+		t.Fatalf("not one JSON line: %q", out.String())
+	}
+	for _, k := range []string{"case", "rounds", "steps", "ns_per_step", "ns_per_round"} {
+		if _, ok := line[k]; !ok {
+			t.Errorf("line lacks %q: %s", k, out.String())
+		}
+	}
+	if line["case"] != "basic/transitions.case.json" || line["steps"] != 6.0 || line["rounds"].(float64) < 1 {
+		t.Errorf("line %s", out.String())
+	}
+}
+
+func TestCheckCommand(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"id":"m","initial":"a","states":{"a":{"on":{"GO":"nowhere"}}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err := (&checkCmd{Files: []string{bad}}).Run(&out)
+	if err != errSilentFailure {
+		t.Fatalf("err = %v, want a failure", err)
+	}
+	if !strings.Contains(out.String(), "bad.json:1: state a:") || !strings.Contains(out.String(), "FAILED") {
+		t.Fatalf("output %q", out.String())
+	}
+	out.Reset()
+	if err := (&checkCmd{Files: []string{filepath.Join(caseDir, "history")}}).Run(&out); err != nil {
+		t.Fatalf("history cases fail to check: %v\n%s", err, out.String())
+	}
+}
