@@ -1,26 +1,39 @@
 package interp
 
-// Actor runs a machine: it holds the current snapshot, processes events one
-// at a time (events sent while one is processed wait in a mailbox), carries
-// out the effects of each step, and keeps the timers of delayed events on a
-// Clock. An Actor is not safe for concurrent use: one goroutine drives it.
+// Actor runs a machine, or the logic of a child actor: it holds the
+// current snapshot, processes events one at a time (events sent while one
+// is processed wait in a mailbox), carries out the effects of each step,
+// and keeps the timers of delayed events on a Clock. An Actor is not safe
+// for concurrent use: one goroutine drives it and its children.
 type Actor struct {
 	ID string
 
-	m       *Machine
+	m       *Machine   // a machine actor's machine
+	logic   ActorLogic // a child's logic when it is not a machine
 	snap    *Snapshot
 	clock   Clock
 	opts    ActorOptions
+	parent  *Actor
+	sync    bool // send snapshots to the parent (invoke onSnapshot)
 	started bool
 	stopped bool
 	busy    bool
 	mailbox []Event
-	pending []Effect     // effects of the initial snapshot, run by Start
-	timers  []actorTimer // pending delayed events
+	pending []Effect // effects of the initial snapshot, run by Start
+	timers  []actorTimer
 	seq     int
 	scratch []uint64 // reused by steps for temporary node sets
 	effects []Effect // reused by steps: effects are carried out at once
 	queue   []Event  // reused by steps for the internal queue
+
+	// The state of a child that is not a machine.
+	input     any
+	status    Status
+	output    any
+	err       error
+	state     any // a transition actor's context
+	receivers []func(Event) error
+	cleanup   func()
 }
 
 // ActorOptions configure an Actor.
@@ -40,6 +53,12 @@ type ActorOptions struct {
 	ID string
 }
 
+// Host lends the user code of a machine what it runs in (a JavaScript
+// runtime) for the length of a step. Machines with no such code have none.
+type Host interface {
+	Acquire() (rt any, release func())
+}
+
 // NewActor creates an actor and computes its initial snapshot (an error in
 // doing so gives a snapshot with status error). Start runs it.
 func NewActor(m *Machine, opts ActorOptions) *Actor {
@@ -50,84 +69,158 @@ func NewActor(m *Machine, opts ActorOptions) *Actor {
 	if a.clock == nil {
 		a.clock = NewSimClock()
 	}
-	if opts.Snapshot != nil {
-		a.snap = opts.Snapshot
-		return a
-	}
-	snap, effects, err := m.initial(a, opts.Input)
-	if err != nil {
-		snap = (&Snapshot{Machine: m, cfg: m.emptyConfig}).withStatus(StatusError, nil, err)
-	}
-	a.snap = snap
-	a.pending = effects
+	a.init()
 	return a
 }
 
-// Machine returns the actor's machine.
+func (a *Actor) init() {
+	if a.opts.Snapshot != nil {
+		a.snap = a.opts.Snapshot
+		return
+	}
+	rt, release := a.acquire()
+	snap, effects, err := a.m.initial(a, a.opts.Input, rt)
+	release()
+	if err != nil {
+		snap = (&Snapshot{Machine: a.m, cfg: a.m.emptyConfig}).withStatus(StatusError, nil, err)
+	}
+	a.snap = snap
+	a.pending = effects
+}
+
+// newChild creates a child actor; its initial state is computed now, as
+// XState's createActor does, and Start runs it.
+func newChild(parent *Actor, id string, logic ActorLogic, input any, sync bool) *Actor {
+	c := &Actor{ID: id, parent: parent, sync: sync, input: input, logic: logic}
+	if parent != nil {
+		c.clock = parent.clock
+		c.opts.OnLog = parent.opts.OnLog
+	} else {
+		c.clock = NewSimClock()
+	}
+	switch l := logic.(type) {
+	case *MachineLogic:
+		c.m, c.logic = l.Machine, nil
+		c.opts.Input = input
+		c.init()
+	case *TransitionLogic:
+		st, err := l.Initial(input)
+		if err != nil {
+			c.status, c.err = StatusError, err
+		}
+		c.state = st
+	}
+	return c
+}
+
+func (a *Actor) acquire() (any, func()) {
+	if a.m == nil || a.m.Impl.Host == nil {
+		return nil, func() {}
+	}
+	return a.m.Impl.Host.Acquire()
+}
+
+// Machine returns the actor's machine (nil for a child that is not one).
 func (a *Actor) Machine() *Machine { return a.m }
 
-// Snapshot returns the current snapshot.
+// Parent returns the actor's parent, nil for a root actor.
+func (a *Actor) Parent() *Actor { return a.parent }
+
+// Snapshot returns the current snapshot of a machine actor.
 func (a *Actor) Snapshot() *Snapshot { return a.snap }
 
 // Clock returns the actor's clock.
 func (a *Actor) Clock() Clock { return a.clock }
 
+// Status returns the actor's status.
+func (a *Actor) Status() Status {
+	if a.m != nil {
+		return a.snap.Status
+	}
+	return a.status
+}
+
 // Start runs the deferred effects of the initial snapshot (custom entry
-// actions, timers) and lets the actor take events.
+// actions, timers, children) and lets the actor take events.
 func (a *Actor) Start() {
-	if a.started {
+	if a.started || a.stopped {
 		return
 	}
 	a.started = true
+	if a.m == nil {
+		a.startLogic()
+		return
+	}
 	effects := a.pending
 	a.pending = nil
-	a.update(a.snap, effects)
+	rt, release := a.acquire()
+	a.update(a.snap, effects, rt)
+	release()
+	if a.sync && a.snap.Status == StatusActive {
+		a.sendSnapshot()
+	}
+	a.drain()
 }
 
 // Send processes an event. Events sent while the actor is processing one
-// are queued; events sent to an actor that is not active are ignored.
+// are queued; events sent to an actor that is stopped, done or failed are
+// ignored.
 func (a *Actor) Send(ev Event) {
-	if !a.started || a.stopped {
+	if a.stopped {
 		return
 	}
+	a.mailbox = append(a.mailbox, ev)
+	if !a.started {
+		return // processed once the actor starts, as XState's mailbox
+	}
+	a.drain()
+}
+
+func (a *Actor) drain() {
 	if a.busy {
-		a.mailbox = append(a.mailbox, ev)
 		return
 	}
 	a.busy = true
-	a.process(ev)
 	for len(a.mailbox) > 0 && !a.stopped {
 		ev := a.mailbox[0]
 		a.mailbox = a.mailbox[1:]
-		a.process(ev)
+		if a.m == nil {
+			a.processLogic(ev)
+		} else {
+			a.process(ev)
+		}
 	}
 	a.mailbox = nil
 	a.busy = false
 }
 
 func (a *Actor) process(ev Event) {
-	next, effects, err := a.m.transition(a, a.snap, ev)
+	rt, release := a.acquire()
+	defer release()
+	next, effects, err := a.m.transition(a, a.snap, ev, rt)
 	if err != nil {
 		a.snap = a.snap.withStatus(StatusError, nil, err)
-		a.halt()
+		a.finish()
 		return
 	}
-	a.update(next, effects)
+	a.update(next, effects, rt)
+	if a.sync && a.snap.Status == StatusActive {
+		a.sendSnapshot()
+	}
 }
 
 // update installs a snapshot and carries out its effects, as XState's
 // Actor.update: an effect that fails puts the snapshot in status error.
-func (a *Actor) update(s *Snapshot, effects []Effect) {
+func (a *Actor) update(s *Snapshot, effects []Effect, rt any) {
 	a.snap = s
-	for i, e := range effects {
+	for _, e := range effects {
 		if err := a.effect(e); err != nil {
 			a.snap = s.withStatus(StatusError, nil, err)
-			_ = effects[i:]
 			break
 		}
 	}
 	if a.snap.Status != StatusActive {
-		a.halt()
+		a.finish()
 	}
 }
 
@@ -136,11 +229,13 @@ func (a *Actor) effect(e Effect) error {
 	case EffectExec:
 		return e.exec()
 	case EffectSchedule:
-		ev := e.Event
-		id := e.ID
+		ev, id, to := e.Event, e.ID, e.To
+		if to == nil {
+			to = a
+		}
 		tid := a.clock.SetTimeout(func() {
 			a.dropTimer(id)
-			a.Send(ev)
+			to.Send(ev)
 		}, e.Delay)
 		// A second timer with the same id replaces the first in the
 		// table but does not clear it, as in XState's scheduler.
@@ -167,12 +262,42 @@ func (a *Actor) effect(e Effect) error {
 		if a.opts.OnLog != nil {
 			a.opts.OnLog(e.Label, e.Value)
 		}
+	case EffectSend:
+		if e.To != nil {
+			e.To.Send(e.Event)
+		}
+	case EffectStart:
+		e.To.Start()
+	case EffectStop:
+		e.To.Stop()
 	}
 	return nil
 }
 
-// halt stops taking events once the snapshot is no longer active, and
-// cancels the actor's timers.
+// finish is what an actor does once it is done or failed: it takes no more
+// events, cancels its timers, and tells its parent.
+func (a *Actor) finish() {
+	a.halt()
+	if a.parent == nil {
+		return
+	}
+	switch a.Status() {
+	case StatusDone:
+		out := a.output
+		if a.m != nil {
+			out = a.snap.Output()
+		}
+		a.parent.Send(Event{Type: "xstate.done.actor." + a.ID, Data: map[string]any{"output": out, "actorId": a.ID}})
+	case StatusError:
+		err := a.err
+		if a.m != nil {
+			err = a.snap.Err()
+		}
+		a.parent.Send(Event{Type: "xstate.error.actor." + a.ID, Data: map[string]any{"error": err, "actorId": a.ID}})
+	}
+}
+
+// halt stops taking events and cancels the actor's timers.
 func (a *Actor) halt() {
 	a.stopped = true
 	a.mailbox = nil
@@ -180,6 +305,30 @@ func (a *Actor) halt() {
 		a.clock.ClearTimeout(t.tid)
 	}
 	a.timers = a.timers[:0]
+}
+
+// Stop stops the actor and its children: its status becomes stopped
+// (unless it is already done or failed) and it takes no more events.
+func (a *Actor) Stop() {
+	if a.m == nil {
+		if a.status == StatusActive && !a.stopped {
+			a.status = StatusStopped
+			if a.cleanup != nil {
+				a.cleanup()
+			}
+		}
+		a.halt()
+		return
+	}
+	if a.snap.Status == StatusActive {
+		a.snap = a.snap.withStatus(StatusStopped, nil, nil)
+	}
+	a.halt()
+	for _, id := range a.snap.Children() {
+		if c := a.snap.Child(id); c != nil {
+			c.Stop()
+		}
+	}
 }
 
 type actorTimer struct {
@@ -196,13 +345,109 @@ func (a *Actor) dropTimer(id string) {
 	}
 }
 
-// Stop stops the actor: its status becomes stopped (unless it is already
-// done or failed) and it takes no more events.
-func (a *Actor) Stop() {
-	if a.snap.Status == StatusActive {
-		s := a.snap.clone()
-		s.Status = StatusStopped
-		a.snap = s
+// sendSnapshot tells the parent the actor's snapshot (invoke onSnapshot).
+func (a *Actor) sendSnapshot() {
+	if a.parent == nil {
+		return
 	}
-	a.halt()
+	a.parent.Send(Event{Type: "xstate.snapshot." + a.ID, Data: map[string]any{"snapshot": a.SnapshotValue()}})
+}
+
+// SnapshotValue returns the actor's snapshot as a JSON-like value: status,
+// context, value (machines), output and error.
+func (a *Actor) SnapshotValue() map[string]any {
+	if a.m != nil {
+		s := a.snap
+		v := map[string]any{"status": s.Status.String(), "value": s.Value(), "context": s.Context}
+		if s.Status == StatusDone {
+			v["output"] = s.Output()
+		}
+		if s.Status == StatusError {
+			v["error"] = s.Err()
+		}
+		return v
+	}
+	v := map[string]any{"status": a.status.String(), "context": a.state}
+	if a.status == StatusDone {
+		v["output"] = a.output
+	}
+	if a.status == StatusError {
+		v["error"] = a.err
+	}
+	return v
+}
+
+// startLogic starts a child that is not a machine.
+func (a *Actor) startLogic() {
+	if a.status != StatusActive {
+		a.finish()
+		return
+	}
+	switch l := a.logic.(type) {
+	case *PromiseLogic:
+		err := l.Start(a, a.input, func(out any, err error) {
+			if a.status != StatusActive || a.stopped {
+				return
+			}
+			if err != nil {
+				a.status, a.err = StatusError, err
+			} else {
+				a.status, a.output = StatusDone, out
+			}
+			a.finish()
+		})
+		if err != nil && a.status == StatusActive {
+			a.status, a.err = StatusError, err
+			a.finish()
+			return
+		}
+	case *CallbackLogic:
+		sendBack := func(ev Event) {
+			if a.status == StatusStopped || a.parent == nil {
+				return
+			}
+			a.parent.Send(ev)
+		}
+		receive := func(f func(Event) error) { a.receivers = append(a.receivers, f) }
+		cleanup, err := l.Start(a, a.input, sendBack, receive)
+		a.cleanup = cleanup
+		if err != nil {
+			a.status, a.err = StatusError, err
+			a.finish()
+			return
+		}
+	case *TransitionLogic:
+		if a.sync {
+			a.sendSnapshot()
+		}
+	}
+	a.drain()
+}
+
+// processLogic gives an event to a child that is not a machine.
+func (a *Actor) processLogic(ev Event) {
+	if a.status != StatusActive {
+		return
+	}
+	switch l := a.logic.(type) {
+	case *CallbackLogic:
+		for _, r := range a.receivers {
+			if err := r(ev); err != nil {
+				a.status, a.err = StatusError, err
+				a.finish()
+				return
+			}
+		}
+	case *TransitionLogic:
+		st, err := l.Transition(a, a.state, ev)
+		if err != nil {
+			a.status, a.err = StatusError, err
+			a.finish()
+			return
+		}
+		a.state = st
+		if a.sync {
+			a.sendSnapshot()
+		}
+	}
 }

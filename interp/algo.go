@@ -64,6 +64,7 @@ type stepper struct {
 	effects []Effect
 	depth   int
 	arena   []uint64 // backing for tmpSet
+	rt      any      // the runtime the Host lent for this step
 	// impure notes that user code ran (a function guard, action or
 	// expression, or a generated id): the step may not be replayed.
 	impure bool
@@ -73,14 +74,20 @@ type stepper struct {
 // getInitialSnapshot: custom actions are not run but returned as effects,
 // to run once the actor starts.
 func (m *Machine) Initial(input any) (*Snapshot, []Effect, error) {
-	return m.initial(nil, input)
+	var rt any
+	if m.Impl.Host != nil {
+		var release func()
+		rt, release = m.Impl.Host.Acquire()
+		defer release()
+	}
+	return m.initial(nil, input, rt)
 }
 
-func (m *Machine) initial(actor *Actor, input any) (*Snapshot, []Effect, error) {
+func (m *Machine) initial(actor *Actor, input any, rt any) (*Snapshot, []Effect, error) {
 	if c := m.initCache.Load(); c != nil {
 		return c.snap, c.effects, nil
 	}
-	st := &stepper{m: m, actor: actor}
+	st := &stepper{m: m, actor: actor, rt: rt}
 	ev := Event{Type: EventInit}
 	if input != nil {
 		ev.Data = map[string]any{"input": input}
@@ -91,7 +98,7 @@ func (m *Machine) initial(actor *Actor, input any) (*Snapshot, []Effect, error) 
 			s.Context = m.context.Value
 		} else {
 			st.impure = true
-			v, err := m.context.Fn(Args{Context: s.Context, Event: ev, Input: input, Self: actor}, nil)
+			v, err := m.context.Fn(Args{Context: s.Context, Event: ev, Input: input, Self: actor, Runtime: rt}, nil)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -133,12 +140,17 @@ type initResult struct {
 // that failed) leaves the snapshot unchanged for the caller to keep.
 func (m *Machine) Transition(s *Snapshot, ev Event) (*Snapshot, []Effect, error) {
 	st := &stepper{m: m, running: true}
+	if m.Impl.Host != nil {
+		var release func()
+		st.rt, release = m.Impl.Host.Acquire()
+		defer release()
+	}
 	next, err := st.macrostep(s, ev)
 	return next, st.effects, err
 }
 
-func (m *Machine) transition(actor *Actor, s *Snapshot, ev Event) (*Snapshot, []Effect, error) {
-	st := &stepper{m: m, actor: actor, running: true, arena: actor.scratch, effects: actor.effects[:0], queue: actor.queue[:0]}
+func (m *Machine) transition(actor *Actor, s *Snapshot, ev Event, rt any) (*Snapshot, []Effect, error) {
+	st := &stepper{m: m, actor: actor, running: true, rt: rt, arena: actor.scratch, effects: actor.effects[:0], queue: actor.queue[:0]}
 	next, err := st.macrostep(s, ev)
 	actor.effects = st.effects
 	actor.queue = st.queue[:0:cap(st.queue)]
@@ -809,7 +821,7 @@ func (st *stepper) enter(s *Snapshot, ev Event, n *StateNode, set nodeSet, compl
 	if parent != nil && parent.Type == Compound {
 		var out any
 		if n.Output != nil {
-			if out, err = st.eval(n.Output, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s}, nil); err != nil {
+			if out, err = st.eval(n.Output, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s, Runtime: st.rt}, nil); err != nil {
 				return nil, err
 			}
 		}
@@ -832,12 +844,12 @@ func (st *stepper) enter(s *Snapshot, ev Event, n *StateNode, set nodeSet, compl
 		var cout any
 		hasOut := completion.Output != nil && completion.Parent != nil
 		if hasOut {
-			if cout, err = st.eval(completion.Output, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s}, nil); err != nil {
+			if cout, err = st.eval(completion.Output, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s, Runtime: st.rt}, nil); err != nil {
 				return nil, err
 			}
 		}
 		done := doneStateEvent(completion.ID, cout, hasOut)
-		if out, err = st.eval(m.Root.Output, Args{Context: s.Context, Event: done, Self: st.actor, Snapshot: s}, nil); err != nil {
+		if out, err = st.eval(m.Root.Output, Args{Context: s.Context, Event: done, Self: st.actor, Snapshot: s, Runtime: st.rt}, nil); err != nil {
 			return nil, err
 		}
 	}

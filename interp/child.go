@@ -1,20 +1,272 @@
 package interp
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+	"maps"
+)
 
-// ActorLogic is the logic of a child actor: a machine, a promise, a
-// callback or a transition function.
+// ActorLogic is the logic of a child actor: a machine (MachineLogic), a
+// promise (PromiseLogic), a callback (CallbackLogic) or a reducer
+// (TransitionLogic), as XState's actor logic creators make them.
 type ActorLogic interface{ logicKind() string }
 
+// MachineLogic runs a machine as a child actor.
+type MachineLogic struct{ Machine *Machine }
+
+// PromiseLogic is XState's fromPromise: Start begins the work and calls
+// settle once, with the output or an error, possibly after it returned.
+// An error from Start itself fails the actor at once.
+type PromiseLogic struct {
+	Start func(self *Actor, input any, settle func(output any, err error)) error
+}
+
+// CallbackLogic is XState's fromCallback: Start gets the input, a sendBack
+// function (events to the parent) and a receive function (to register what
+// handles events sent to the actor); it returns what to run when the actor
+// stops.
+type CallbackLogic struct {
+	Start func(self *Actor, input any, sendBack func(Event), receive func(func(Event) error)) (cleanup func(), err error)
+}
+
+// TransitionLogic is XState's fromTransition: a reducer over a context.
+type TransitionLogic struct {
+	Initial    func(input any) (any, error)
+	Transition func(self *Actor, state any, ev Event) (any, error)
+}
+
+func (*MachineLogic) logicKind() string    { return "machine" }
+func (*PromiseLogic) logicKind() string    { return "promise" }
+func (*CallbackLogic) logicKind() string   { return "callback" }
+func (*TransitionLogic) logicKind() string { return "transition" }
+
+// SpawnAction starts a child actor (XState's spawnChild, and invoke).
+type SpawnAction struct {
+	Src          string     // a named actor of the implementations
+	Logic        ActorLogic // or the logic itself
+	ID           *Expr      // the child's id; nil: generated
+	Input        *Expr
+	SystemID     string
+	SyncSnapshot bool
+}
+
+// StopAction stops a child actor by id (XState's stopChild).
+type StopAction struct {
+	ID *Expr // evaluates to a child id or an *Actor
+}
+
+// SendToAction sends an event to another actor (XState's sendTo,
+// sendParent and forwardTo).
+type SendToAction struct {
+	// To evaluates to a child id, an *Actor, or nil for the parent when
+	// Parent is set.
+	To     *Expr
+	Parent bool
+	Event  *Expr // nil: the current event (forwardTo)
+	Delay  *Expr
+	// DelayName names a delay of the implementations.
+	DelayName string
+	ID        *Expr
+}
+
+// EnqueueAction is XState's enqueueActions: Fn returns the actions to run,
+// which are resolved at once, in order. check evaluates a guard as the
+// machine would.
+type EnqueueAction struct {
+	Fn func(a Args, check func(Guard) (bool, error)) ([]Action, error)
+}
+
+func (*SpawnAction) actionType() string   { return "xstate.spawnChild" }
+func (*StopAction) actionType() string    { return "xstate.stopChild" }
+func (*SendToAction) actionType() string  { return "xstate.sendTo" }
+func (*EnqueueAction) actionType() string { return "xstate.enqueueActions" }
+
 // invokeStarts returns the actions that start a node's invoked actors.
-func invokeStarts(n *StateNode) []Action { return nil }
+func invokeStarts(n *StateNode) []Action {
+	out := make([]Action, len(n.Invoke))
+	for i, inv := range n.Invoke {
+		out[i] = inv.spawn
+	}
+	return out
+}
 
 // invokeStops returns the actions that stop a node's invoked actors.
-func invokeStops(n *StateNode) []Action { return nil }
+func invokeStops(n *StateNode) []Action {
+	out := make([]Action, len(n.Invoke))
+	for i, inv := range n.Invoke {
+		out[i] = inv.stop
+	}
+	return out
+}
 
 // stopChildren stops every child of a snapshot that is no longer active.
-func (st *stepper) stopChildren(s *Snapshot) *Snapshot { return s }
+func (st *stepper) stopChildren(s *Snapshot) *Snapshot {
+	for _, id := range s.Children() {
+		var err error
+		if s, err = st.resolveAction(s, Event{}, &StopAction{ID: Static(id)}, nil); err != nil {
+			return s
+		}
+	}
+	return s
+}
 
 func (st *stepper) resolveChildAction(s *Snapshot, ev Event, a Action, params any) (*Snapshot, error) {
-	return nil, fmt.Errorf("unsupported action %T", a)
+	args := st.args(s, ev)
+	switch a := a.(type) {
+	case *SpawnAction:
+		st.impure = true
+		logic := a.Logic
+		if logic == nil {
+			logic = st.m.Impl.Actors[a.Src]
+		}
+		id := ""
+		if a.ID != nil {
+			v, err := st.eval(a.ID, args, params)
+			if err != nil {
+				return nil, err
+			}
+			id, _ = v.(string)
+		}
+		if id == "" {
+			id = st.newID()
+		}
+		var child *Actor
+		if logic != nil {
+			input, err := st.eval(a.Input, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s, Runtime: st.rt}, nil)
+			if err != nil {
+				return nil, err
+			}
+			child = newChild(st.actor, id, logic, input, a.SyncSnapshot)
+		}
+		s = s.clone()
+		x := s.own()
+		x.children = maps.Clone(x.children)
+		if x.children == nil {
+			x.children = map[string]*Actor{}
+		}
+		x.children[id] = child
+		if child != nil {
+			st.effects = append(st.effects, Effect{Kind: EffectStart, To: child})
+		}
+	case *StopAction:
+		st.impure = true
+		v, err := st.eval(a.ID, args, params)
+		if err != nil {
+			return nil, err
+		}
+		var child *Actor
+		switch x := v.(type) {
+		case string:
+			child = s.extra().children[x]
+		case *Actor:
+			child = x
+		}
+		s = s.clone()
+		if child != nil {
+			x := s.own()
+			x.children = maps.Clone(x.children)
+			delete(x.children, child.ID)
+			st.effects = append(st.effects, Effect{Kind: EffectStop, To: child})
+		}
+	case *SendToAction:
+		st.impure = true
+		var e Event
+		if a.Event == nil {
+			e = ev
+		} else {
+			v, err := st.eval(a.Event, args, params)
+			if err != nil {
+				return nil, err
+			}
+			if e, err = toEvent(v, "sendTo"); err != nil {
+				return nil, err
+			}
+		}
+		var delay any
+		var err error
+		if a.DelayName != "" {
+			if d := st.m.Impl.Delays[a.DelayName]; d != nil {
+				if delay, err = st.eval(d, args, params); err != nil {
+					return nil, err
+				}
+			}
+		} else if a.Delay != nil {
+			if delay, err = st.eval(a.Delay, args, params); err != nil {
+				return nil, err
+			}
+		}
+		var to *Actor
+		var target any
+		if a.To != nil {
+			if target, err = st.eval(a.To, args, params); err != nil {
+				return nil, err
+			}
+		}
+		switch t := target.(type) {
+		case string:
+			switch t {
+			case "#_parent":
+				to = st.parent()
+			case "#_internal":
+				to = st.actor
+			default:
+				id := t
+				if len(t) > 2 && t[:2] == "#_" {
+					id = t[2:]
+				}
+				to = s.extra().children[id]
+				if to == nil {
+					return nil, fmt.Errorf("Unable to send event to actor '%s' from machine '%s'.", t, s.Machine.ID)
+				}
+			}
+		case *Actor:
+			to = t
+		case nil:
+			if a.Parent {
+				to = st.parent()
+			}
+		}
+		if to == nil {
+			to = st.actor
+		}
+		eff := Effect{Kind: EffectSend, To: to, Event: e}
+		if ms, ok := toNumber(delay); ok {
+			id, err := st.id(a.ID, args, params)
+			if err != nil {
+				return nil, err
+			}
+			eff.Kind, eff.Delay, eff.ID = EffectSchedule, ms, id
+		}
+		st.effects = append(st.effects, eff)
+	case *EnqueueAction:
+		st.impure = true
+		check := func(g Guard) (bool, error) { return st.evalGuard(g, s, s.Context, ev) }
+		actions, err := a.Fn(args, check)
+		if err != nil {
+			return nil, err
+		}
+		return st.resolveActions(s, ev, actions)
+	default:
+		return nil, fmt.Errorf("unsupported action %T", a)
+	}
+	return s, nil
 }
+
+func (st *stepper) parent() *Actor {
+	if st.actor == nil {
+		return nil
+	}
+	return st.actor.parent
+}
+
+// newID makes an id for a spawned actor that has none.
+func (st *stepper) newID() string {
+	if st.actor != nil {
+		st.actor.seq++
+		return fmt.Sprintf("x:%d", st.actor.seq)
+	}
+	return "x:0"
+}
+
+// ErrChild is wrapped by the errors of child actors that fail to start.
+var ErrChild = errors.New("child actor failed")

@@ -48,6 +48,9 @@ type Args struct {
 	Self *Actor
 	// Snapshot is the snapshot being evaluated; nil outside transitions.
 	Snapshot *Snapshot
+	// Runtime is what the machine's Host lent the step (a JavaScript
+	// runtime), nil for a machine with no Host.
+	Runtime any
 }
 
 // Expr is a value that is either static or computed from Args and params,
@@ -118,15 +121,23 @@ type Implementations struct {
 	Actions map[string]Action
 	Actors  map[string]ActorLogic
 	Delays  map[string]Delay
+	// Host lends the implementations' code its runtime (a JavaScript
+	// runtime for implementations written in JS); nil for Go code.
+	Host Host
 }
 
 // merge returns impl with other's entries added over it.
 func (impl Implementations) merge(other Implementations) Implementations {
+	host := impl.Host
+	if other.Host != nil {
+		host = other.Host
+	}
 	return Implementations{
 		Guards:  mergeMap(impl.Guards, other.Guards),
 		Actions: mergeMap(impl.Actions, other.Actions),
 		Actors:  mergeMap(impl.Actors, other.Actors),
 		Delays:  mergeMap(impl.Delays, other.Delays),
+		Host:    host,
 	}
 }
 

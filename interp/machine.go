@@ -526,6 +526,8 @@ func (c *compiler) invoke(n *StateNode, i int, d *InvokeDef) {
 	add("xstate.error.actor."+id, d.OnError)
 	add("xstate.snapshot."+id, d.OnSnapshot)
 	inv.SyncSnapshot = len(d.OnSnapshot) > 0
+	inv.spawn = &SpawnAction{Src: d.Src, Logic: d.Logic, ID: Static(id), Input: d.Input, SystemID: d.SystemID, SyncSnapshot: inv.SyncSnapshot}
+	inv.stop = &StopAction{ID: Static(id)}
 	n.Invoke = append(n.Invoke, inv)
 }
 
@@ -538,4 +540,6 @@ type Invocation struct {
 	SystemID     string
 	Source       *StateNode
 	SyncSnapshot bool
+	spawn        *SpawnAction
+	stop         *StopAction
 }

@@ -32,7 +32,7 @@ func (st *stepper) resolveActions(s *Snapshot, ev Event, actions []Action) (*Sna
 			}
 			if na.Params != nil {
 				var err error
-				if params, err = st.eval(na.Params, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s}, nil); err != nil {
+				if params, err = st.eval(na.Params, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s, Runtime: st.rt}, nil); err != nil {
 					return nil, err
 				}
 			}
@@ -60,7 +60,7 @@ func (st *stepper) resolveActions(s *Snapshot, ev Event, actions []Action) (*Sna
 }
 
 func (st *stepper) args(s *Snapshot, ev Event) Args {
-	return Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s}
+	return Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s, Runtime: st.rt}
 }
 
 func (st *stepper) resolveAction(s *Snapshot, ev Event, a Action, params any) (*Snapshot, error) {
@@ -211,7 +211,7 @@ func (st *stepper) eval(e *Expr, a Args, params any) (any, error) {
 
 // evalGuard is XState's evaluateGuard.
 func (st *stepper) evalGuard(g Guard, s *Snapshot, ctx any, ev Event) (bool, error) {
-	args := Args{Context: ctx, Event: ev, Self: st.actor, Snapshot: s}
+	args := Args{Context: ctx, Event: ev, Self: st.actor, Snapshot: s, Runtime: st.rt}
 	switch g := g.(type) {
 	case *NamedGuard:
 		impl := st.m.Impl.Guards[g.Type]

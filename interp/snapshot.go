@@ -226,6 +226,11 @@ func (s *Snapshot) HistoryValue() map[string][]string {
 // status is not looked at, as in XState. A guard that fails gives an error.
 func (s *Snapshot) Can(ev Event) (bool, error) {
 	st := &stepper{m: s.Machine}
+	if h := s.Machine.Impl.Host; h != nil {
+		var release func()
+		st.rt, release = h.Acquire()
+		defer release()
+	}
 	ts, err := st.selectTransitions(s, ev)
 	if err != nil {
 		return false, err

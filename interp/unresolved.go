@@ -53,6 +53,14 @@ func (m *Machine) Unresolved() []Unresolved {
 				if a.DelayName != "" && m.Impl.Delays[a.DelayName] == nil {
 					add(n, "delay", a.DelayName)
 				}
+			case *SendToAction:
+				if a.DelayName != "" && m.Impl.Delays[a.DelayName] == nil {
+					add(n, "delay", a.DelayName)
+				}
+			case *SpawnAction:
+				if a.Logic == nil && m.Impl.Actors[a.Src] == nil {
+					add(n, "actor", a.Src)
+				}
 			}
 		}
 	}

@@ -16,7 +16,7 @@ func BenchmarkCases(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		m, err := c.Load()
+		m, err := c.Load(nil)
 		if err != nil {
 			continue
 		}

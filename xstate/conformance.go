@@ -3,10 +3,10 @@ package xstate
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"stategate/interp"
@@ -95,17 +95,35 @@ func decodePlain(data []byte) (any, error) {
 	return plain(v), nil
 }
 
-// ErrNeedsJS is returned for a case or machine that needs JavaScript.
-var ErrNeedsJS = errors.New("needs JavaScript")
-
-// Load loads the case's machine, with its implementations.
-func (c *Case) Load() (*interp.Machine, error) {
-	file := filepath.Join(filepath.Dir(c.Path), c.Machine)
-	if c.Implementations != "" {
-		return nil, fmt.Errorf("%s: implementations %s: %w", c.Path, c.Implementations, ErrNeedsJS)
+// Load loads the case's machine, with its implementations, as the oracle
+// does: createMachine(json).provide(impl), or the module's machine.
+func (c *Case) Load(l *Loader) (*interp.Machine, error) {
+	if l == nil {
+		l = &Loader{}
 	}
-	m, _, err := LoadFile(file)
-	return m, err
+	file := filepath.Join(filepath.Dir(c.Path), c.Machine)
+	var m *interp.Machine
+	var err error
+	if strings.EqualFold(filepath.Ext(file), ".json") {
+		var data []byte
+		if data, err = os.ReadFile(file); err != nil {
+			return nil, err
+		}
+		m, _, err = ParseJSON(file, data)
+	} else {
+		m, _, err = l.LoadModule(file)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if c.Implementations != "" {
+		impl, err := l.LoadImplementations(filepath.Join(filepath.Dir(c.Path), c.Implementations))
+		if err != nil {
+			return nil, err
+		}
+		m = m.Provide(impl)
+	}
+	return m, nil
 }
 
 // Trace is what a case shows after each step, in the conformance format.

@@ -131,15 +131,55 @@ func MissingDiagnostics(file string, m *interp.Machine) []Diagnostic {
 	return out
 }
 
-// LoadFile loads a machine file by its extension.
+// LoadFile loads a machine file with a zero Loader.
 func LoadFile(path string) (*interp.Machine, []Diagnostic, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, err
+	return (&Loader{}).Load(path)
+}
+
+// implExts are the extensions of implementations modules, in the order
+// they are looked for beside a JSON machine.
+var implExts = []string{".impl.ts", ".impl.mts", ".impl.js", ".impl.mjs"}
+
+// ImplementationsFile returns the implementations module beside a JSON
+// machine (NAME.json gives NAME.impl.ts, .impl.mts, .impl.js or
+// .impl.mjs), or "" when there is none.
+func ImplementationsFile(machineFile string) string {
+	stem := strings.TrimSuffix(machineFile, filepath.Ext(machineFile))
+	for _, ext := range implExts {
+		if info, err := os.Stat(stem + ext); err == nil && !info.IsDir() {
+			return stem + ext
+		}
 	}
+	return ""
+}
+
+// Load loads a machine file by its extension: a JSON config, with the
+// implementations of a NAME.impl.ts beside it when there is one, or a JS
+// or TS module. Names the machine's own code does not define are taken
+// from the Loader's Registry.
+func (l *Loader) Load(path string) (*interp.Machine, []Diagnostic, error) {
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".json":
-		return ParseJSON(path, data)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		root, err := decodeConfig(path, data)
+		if err != nil {
+			return nil, nil, err
+		}
+		impl := interp.Implementations{}
+		if f := ImplementationsFile(path); f != "" {
+			if impl, err = l.LoadImplementations(f); err != nil {
+				return nil, nil, err
+			}
+		}
+		return compile(path, root, nil, l.withRegistry(impl))
+	case ".js", ".mjs", ".ts", ".mts", ".cjs", ".cts":
+		if _, err := os.Stat(path); err != nil {
+			return nil, nil, err
+		}
+		return l.LoadModule(path)
 	}
-	return nil, nil, &LoadError{File: path, Diags: []Diagnostic{{File: path, Msg: "not a machine file (.json)"}}}
+	return nil, nil, &LoadError{File: path, Diags: []Diagnostic{{File: path, Msg: "not a machine file (.json, .js, .mjs, .ts or .mts)"}}}
 }

@@ -32,7 +32,7 @@ func (c *traceCmd) Run(stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	m, err := cs.Load()
+	m, err := cs.Load(nil)
 	if err != nil {
 		return err
 	}
@@ -58,7 +58,7 @@ func (c *benchCmd) Run(stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		m, err := cs.Load()
+		m, err := cs.Load(nil)
 		if err != nil {
 			return err
 		}

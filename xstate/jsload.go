@@ -1,0 +1,186 @@
+package xstate
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/dop251/goja"
+	"github.com/evanw/esbuild/pkg/api"
+
+	"stategate/interp"
+)
+
+// DefaultTimeout is how long one call into a machine's JavaScript (a
+// guard, an action, an expression) may run before it is interrupted.
+const DefaultTimeout = time.Second
+
+// Loader loads machine files: JSON configs, and JS/TS modules run in
+// goja. The zero Loader is ready to use.
+type Loader struct {
+	// Registry supplies Go implementations for names a machine's own code
+	// does not define (see Registry).
+	Registry *Registry
+	// Timeout bounds each call into JavaScript; DefaultTimeout when zero.
+	Timeout time.Duration
+
+	once    sync.Once
+	prelude *goja.Program
+	err     error
+}
+
+func (l *Loader) timeout() time.Duration {
+	if l.Timeout > 0 {
+		return l.Timeout
+	}
+	return DefaultTimeout
+}
+
+// preludeProgram compiles the shim as a script that publishes its API as
+// the global __sgXState (enqueueActions makes actions with it).
+func (l *Loader) preludeProgram() (*goja.Program, error) {
+	l.once.Do(func() {
+		res := api.Transform(shimSource, api.TransformOptions{
+			Format: api.FormatIIFE, GlobalName: "__sgXState", Target: api.ES2017, Loader: api.LoaderJS,
+		})
+		if len(res.Errors) > 0 {
+			l.err = fmt.Errorf("the xstate shim: %s", res.Errors[0].Text)
+			return
+		}
+		l.prelude, l.err = goja.Compile("xstate-shim.js", string(res.Code), false)
+	})
+	return l.prelude, l.err
+}
+
+// loadModule bundles and evaluates a module and returns it with its roots
+// described as Go values.
+func (l *Loader) loadModule(file string, roots func(*goja.Runtime, *goja.Object) ([]goja.Value, error)) (*jsModule, []any, error) {
+	code, _, diags := bundle(file)
+	if len(diags) > 0 {
+		return nil, nil, &LoadError{File: file, Diags: diags}
+	}
+	prelude, err := l.preludeProgram()
+	if err != nil {
+		return nil, nil, err
+	}
+	prog, err := goja.Compile(file, code, false)
+	if err != nil {
+		return nil, nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Msg: "cannot compile the bundled module: " + err.Error()}}}
+	}
+	mod := &jsModule{file: file, prog: prog, prelude: prelude, timeout: l.timeout(), roots: roots}
+	rt, described, err := mod.newRuntime(true)
+	if err != nil {
+		return nil, nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Msg: err.Error()}}}
+	}
+	mod.put(rt)
+	return mod, described, nil
+}
+
+func isMarker(v goja.Value, kind string) bool {
+	o, ok := v.(*goja.Object)
+	if !ok {
+		return false
+	}
+	k := o.Get(shimMark)
+	return k != nil && k.String() == kind
+}
+
+// pickMachine finds the machine a module exports: its default export, or
+// `machine`, or the only machine among its exports (as the oracle does).
+func pickMachine(vm *goja.Runtime, exports *goja.Object) ([]goja.Value, error) {
+	for _, name := range []string{"default", "machine"} {
+		if v := exports.Get(name); isMarker(v, "machine") {
+			return []goja.Value{v}, nil
+		}
+	}
+	var found []goja.Value
+	for _, k := range exports.Keys() {
+		if v := exports.Get(k); isMarker(v, "machine") {
+			found = append(found, v)
+		}
+	}
+	if len(found) == 1 {
+		return found, nil
+	}
+	return nil, fmt.Errorf("the module must export exactly one machine (as its default export, as `machine`, or as its only machine export); it exports %d", len(found))
+}
+
+// pickImplementations finds the implementations a module exports: its
+// default export, else the module itself ({guards, actions, actors,
+// delays}).
+func pickImplementations(vm *goja.Runtime, exports *goja.Object) ([]goja.Value, error) {
+	if v := exports.Get("default"); v != nil && !goja.IsUndefined(v) {
+		return []goja.Value{v}, nil
+	}
+	return []goja.Value{exports}, nil
+}
+
+// LoadModule loads a JS or TS machine module.
+func (l *Loader) LoadModule(file string) (*interp.Machine, []Diagnostic, error) {
+	mod, roots, err := l.loadModule(file, pickMachine)
+	if err != nil {
+		return nil, nil, err
+	}
+	marker, ok := roots[0].(*jsMarker)
+	if !ok || marker.kind != "machine" {
+		return nil, nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Msg: "the module exports no machine"}}}
+	}
+	r := &jsResolver{mod: mod}
+	cfg, ok := marker.get("config").(*object)
+	if !ok {
+		return nil, nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Msg: "createMachine() needs a config object"}}}
+	}
+	impl, diags := r.implementations(marker.get("implementations"))
+	if len(diags) > 0 {
+		return nil, nil, &LoadError{File: file, Diags: diags}
+	}
+	m, warns, err := compile(file, cfg, r, l.withRegistry(impl))
+	return m, warns, err
+}
+
+// LoadImplementations loads a module whose default export is {guards,
+// actions, actors, delays}, to give a JSON machine (machine.provide()).
+func (l *Loader) LoadImplementations(file string) (interp.Implementations, error) {
+	mod, roots, err := l.loadModule(file, pickImplementations)
+	if err != nil {
+		return interp.Implementations{}, err
+	}
+	impl, diags := (&jsResolver{mod: mod}).implementations(roots[0])
+	if len(diags) > 0 {
+		return interp.Implementations{}, &LoadError{File: file, Diags: diags}
+	}
+	return impl, nil
+}
+
+// withRegistry adds the registry's implementations under the machine's
+// own: a machine's JS comes first, the Go table fills in the rest.
+func (l *Loader) withRegistry(impl interp.Implementations) interp.Implementations {
+	if l.Registry == nil {
+		return impl
+	}
+	base := l.Registry.implementations()
+	base.Host = nil
+	merged := base
+	merged.Guards = mergeOver(base.Guards, impl.Guards)
+	merged.Actions = mergeOver(base.Actions, impl.Actions)
+	merged.Actors = mergeOver(base.Actors, impl.Actors)
+	merged.Delays = mergeOver(base.Delays, impl.Delays)
+	merged.Host = impl.Host
+	return merged
+}
+
+func mergeOver[V any](base, over map[string]V) map[string]V {
+	if len(base) == 0 {
+		return over
+	}
+	out := make(map[string]V, len(base)+len(over))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		out[k] = v
+	}
+	return out
+}
+
+

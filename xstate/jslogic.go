@@ -1,0 +1,146 @@
+package xstate
+
+import (
+	"github.com/dop251/goja"
+
+	"stategate/interp"
+)
+
+// The actor logics of fromPromise, fromCallback and fromTransition. Their
+// code runs outside the parent's steps, in a runtime of their own from the
+// module's pool.
+
+func (r *jsResolver) promise(f *jsFn) interp.ActorLogic {
+	label := fnLabel("promise actor", f, "")
+	return &interp.PromiseLogic{Start: func(self *interp.Actor, input any, settle func(any, error)) error {
+		rt, err := r.mod.get()
+		if err != nil {
+			return err
+		}
+		defer r.mod.put(rt)
+		args := rt.vm.NewObject()
+		_ = args.Set("input", rt.toJS(input))
+		_ = args.Set("self", rt.selfJS(self))
+		out, err := rt.call(f.in(rt), label, args)
+		if err != nil {
+			return err
+		}
+		p, isObj := out.(*goja.Object)
+		var then goja.Callable
+		if isObj {
+			then, _ = goja.AssertFunction(p.Get("then"))
+		}
+		if then == nil {
+			settle(rt.fromJS(out), nil)
+			return nil
+		}
+		// The reactions run in the job queue when the call below returns.
+		onResolve := rt.vm.ToValue(func(call goja.FunctionCall) goja.Value {
+			settle(rt.fromJS(call.Argument(0)), nil)
+			return goja.Undefined()
+		})
+		onReject := rt.vm.ToValue(func(call goja.FunctionCall) goja.Value {
+			settle(nil, rejection(rt, call.Argument(0)))
+			return goja.Undefined()
+		})
+		return rt.guard(func() error {
+			_, err := then(p, onResolve, onReject)
+			return err
+		})
+	}}
+}
+
+// rejection converts a rejection reason to an error whose message is the
+// reason's message, and whose value is what event.error shows.
+func rejection(rt *jsRuntime, v goja.Value) error {
+	e := &jsError{msg: v.String()}
+	if o, ok := v.(*goja.Object); ok {
+		if m := o.Get("message"); m != nil && !goja.IsUndefined(m) {
+			e.msg = m.String()
+		}
+		if o.ClassName() != "Error" {
+			e.value = rt.fromJS(v)
+		}
+	} else {
+		e.value = rt.fromJS(v)
+	}
+	return e
+}
+
+func (r *jsResolver) callback(f *jsFn) interp.ActorLogic {
+	label := fnLabel("callback actor", f, "")
+	return &interp.CallbackLogic{Start: func(self *interp.Actor, input any, sendBack func(interp.Event), receive func(func(interp.Event) error)) (func(), error) {
+		// The callback's listeners live in this runtime: it stays with
+		// the actor until it stops.
+		rt, err := r.mod.get()
+		if err != nil {
+			return nil, err
+		}
+		args := rt.vm.NewObject()
+		_ = args.Set("input", rt.toJS(input))
+		_ = args.Set("self", rt.selfJS(self))
+		_ = args.Set("sendBack", func(call goja.FunctionCall) goja.Value {
+			if obj, ok := rt.fromJS(call.Argument(0)).(map[string]any); ok {
+				if ev, ok := interp.EventFromObject(obj); ok {
+					sendBack(ev)
+				}
+			}
+			return goja.Undefined()
+		})
+		_ = args.Set("receive", func(call goja.FunctionCall) goja.Value {
+			listener := call.Argument(0)
+			receive(func(ev interp.Event) error {
+				_, err := rt.call(listener, label+" listener", rt.toJS(ev))
+				return err
+			})
+			return goja.Undefined()
+		})
+		out, err := rt.call(f.in(rt), label, args)
+		if err != nil {
+			r.mod.put(rt)
+			return nil, err
+		}
+		return func() {
+			if _, ok := goja.AssertFunction(out); ok {
+				_, _ = rt.call(out, label+" cleanup")
+			}
+			r.mod.put(rt)
+		}, nil
+	}}
+}
+
+func (r *jsResolver) reducer(f *jsFn, initial any) interp.ActorLogic {
+	label := fnLabel("transition actor", f, "")
+	return &interp.TransitionLogic{
+		Initial: func(input any) (any, error) {
+			fn, isFn := initial.(*jsFn)
+			if !isFn {
+				return plain(initial), nil
+			}
+			rt, err := r.mod.get()
+			if err != nil {
+				return nil, err
+			}
+			defer r.mod.put(rt)
+			args := rt.vm.NewObject()
+			_ = args.Set("input", rt.toJS(input))
+			out, err := rt.call(fn.in(rt), label+" initial state", args)
+			if err != nil {
+				return nil, err
+			}
+			return rt.fromJS(out), nil
+		},
+		Transition: func(self *interp.Actor, state any, ev interp.Event) (any, error) {
+			rt, err := r.mod.get()
+			if err != nil {
+				return nil, err
+			}
+			defer r.mod.put(rt)
+			out, err := rt.call(f.in(rt), label, rt.toJS(state), rt.toJS(ev))
+			if err != nil {
+				return nil, err
+			}
+			return rt.fromJS(out), nil
+		},
+	}
+}

@@ -1,0 +1,487 @@
+package xstate
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/dop251/goja"
+
+	"stategate/interp"
+)
+
+// jsResolver turns the functions and shim descriptions of a module into
+// interp guards, actions, expressions and actor logics whose code runs in
+// the runtime a step is lent.
+type jsResolver struct {
+	mod *jsModule
+}
+
+// fnLabel names a function in errors.
+func fnLabel(kind string, f *jsFn, name string) string {
+	switch {
+	case name != "":
+		return fmt.Sprintf("%s '%s'", kind, name)
+	case f != nil && f.name != "":
+		return fmt.Sprintf("%s '%s'", kind, f.name)
+	}
+	return "inline " + kind
+}
+
+// paramsJS converts params: nil is undefined, as XState passes for none.
+func (rt *jsRuntime) paramsJS(p any) goja.Value {
+	if p == nil {
+		return goja.Undefined()
+	}
+	return rt.toJS(p)
+}
+
+// callFn calls f with ({context, event, ...}, params) in the step's runtime.
+func callFn(f *jsFn, label string, a interp.Args, params any) (*jsRuntime, goja.Value, error) {
+	rt, err := runtimeOf(a)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, err := rt.call(f.in(rt), label, rt.argsJS(a), rt.paramsJS(params))
+	return rt, out, err
+}
+
+func (r *jsResolver) exprFn(f *jsFn, label string) *interp.Expr {
+	return &interp.Expr{Fn: func(a interp.Args, params any) (any, error) {
+		rt, out, err := callFn(f, label, a, params)
+		if err != nil {
+			return nil, err
+		}
+		return rt.fromJS(out), nil
+	}}
+}
+
+func (r *jsResolver) expr(v any) (*interp.Expr, bool) {
+	if f, ok := v.(*jsFn); ok {
+		return r.exprFn(f, fnLabel("function", f, "")), true
+	}
+	return nil, false
+}
+
+// value is a static value or a function of ({context, event}, params).
+func (r *jsResolver) value(v any, label string) *interp.Expr {
+	if v == nil {
+		return nil
+	}
+	if _, undef := v.(undefinedValue); undef {
+		return nil
+	}
+	if f, ok := v.(*jsFn); ok {
+		return r.exprFn(f, label)
+	}
+	return interp.Static(plain(v))
+}
+
+func (r *jsResolver) guard(v any) (interp.Guard, bool, error) {
+	return r.guardNamed(v, "")
+}
+
+func (r *jsResolver) guardNamed(v any, name string) (interp.Guard, bool, error) {
+	switch x := v.(type) {
+	case string:
+		return &interp.NamedGuard{Type: x}, true, nil
+	case *object:
+		t, _ := x.vals["type"].(string)
+		if t == "" {
+			return nil, true, errors.New("a guard object needs a string type")
+		}
+		g := &interp.NamedGuard{Type: t}
+		if p, ok := x.get("params"); ok {
+			g.Params = r.value(p, fmt.Sprintf("params of guard '%s'", t))
+		}
+		return g, true, nil
+	case *jsFn:
+		label := fnLabel("guard", x, name)
+		return &interp.FuncGuard{Name: name, Fn: func(a interp.Args, params any) (bool, error) {
+			_, out, err := callFn(x, label, a, params)
+			if err != nil {
+				return false, err
+			}
+			return out.ToBoolean(), nil
+		}}, true, nil
+	case *jsMarker:
+		switch x.kind {
+		case "and", "or":
+			list, _ := x.get("guards").([]any)
+			var gs []interp.Guard
+			for _, e := range list {
+				g, ok, err := r.guard(e)
+				if !ok || err != nil {
+					return nil, true, errOr(err, fmt.Errorf("%s(): not a guard: %v", x.kind, e))
+				}
+				gs = append(gs, g)
+			}
+			if x.kind == "and" {
+				return &interp.AndGuard{Guards: gs}, true, nil
+			}
+			return &interp.OrGuard{Guards: gs}, true, nil
+		case "not":
+			g, ok, err := r.guard(x.get("guard"))
+			if !ok || err != nil {
+				return nil, true, errOr(err, errors.New("not(): not a guard"))
+			}
+			return &interp.NotGuard{Guard: g}, true, nil
+		case "stateIn":
+			return &interp.StateInGuard{State: plain(x.get("state"))}, true, nil
+		}
+		return nil, true, fmt.Errorf("%s() is not a guard", x.kind)
+	}
+	return nil, false, nil
+}
+
+func errOr(err, alt error) error {
+	if err != nil {
+		return err
+	}
+	return alt
+}
+
+func (r *jsResolver) action(v any) (interp.Action, bool, error) {
+	return r.actionNamed(v, "")
+}
+
+// actionNamed converts an action; name is its name in the implementations.
+func (r *jsResolver) actionNamed(v any, name string) (interp.Action, bool, error) {
+	switch x := v.(type) {
+	case string:
+		return &interp.NamedAction{Type: x}, true, nil
+	case *object:
+		t, _ := x.vals["type"].(string)
+		if t == "" {
+			return nil, true, errors.New("an action object needs a string type")
+		}
+		a := &interp.NamedAction{Type: t}
+		if p, ok := x.get("params"); ok {
+			a.Params = r.value(p, fmt.Sprintf("params of action '%s'", t))
+		}
+		return a, true, nil
+	case *jsFn:
+		label := fnLabel("action", x, name)
+		return &interp.FuncAction{Name: name, Fn: func(a interp.Args, params any) error {
+			_, _, err := callFn(x, label, a, params)
+			return err
+		}}, true, nil
+	case *jsMarker:
+		a, err := r.marker(x, name)
+		return a, true, err
+	}
+	return nil, false, nil
+}
+
+// delay sets the delay of a raise or sendTo: milliseconds, a named delay,
+// or a function.
+func (r *jsResolver) delay(v any) (*interp.Expr, string) {
+	switch d := v.(type) {
+	case string:
+		return nil, d
+	case nil, undefinedValue:
+		return nil, ""
+	}
+	return r.value(v, "delay"), ""
+}
+
+func (r *jsResolver) marker(x *jsMarker, name string) (interp.Action, error) {
+	label := func(what string) string {
+		if name != "" {
+			return fmt.Sprintf("%s of action '%s'", what, name)
+		}
+		return what
+	}
+	switch x.kind {
+	case "assign":
+		return r.assign(x.get("assignment"), label("assign"))
+	case "raise":
+		a := &interp.RaiseAction{Event: r.value(x.get("event"), label("raise event")), ID: r.value(x.get("id"), label("raise id"))}
+		a.Delay, a.DelayName = r.delay(x.get("delay"))
+		if a.Event == nil {
+			return nil, errors.New("raise() needs an event")
+		}
+		return a, nil
+	case "emit":
+		return &interp.EmitAction{Event: r.value(x.get("event"), label("emit event"))}, nil
+	case "log":
+		lbl, _ := x.get("label").(string)
+		val := r.value(x.get("value"), label("log"))
+		if val == nil {
+			val = &interp.Expr{Fn: func(a interp.Args, _ any) (any, error) {
+				return map[string]any{"context": a.Context, "event": a.Event.Object()}, nil
+			}}
+		}
+		return &interp.LogAction{Value: val, Label: lbl}, nil
+	case "sendTo", "sendParent", "forwardTo":
+		a := &interp.SendToAction{Parent: x.kind == "sendParent", ID: r.value(x.get("id"), label(x.kind+" id"))}
+		if x.kind != "forwardTo" {
+			a.Event = r.value(x.get("event"), label(x.kind+" event"))
+			if a.Event == nil {
+				return nil, fmt.Errorf("%s() needs an event", x.kind)
+			}
+		}
+		if x.kind != "sendParent" {
+			a.To = r.target(x.get("to"), label(x.kind+" target"))
+		}
+		a.Delay, a.DelayName = r.delay(x.get("delay"))
+		return a, nil
+	case "cancel":
+		return &interp.CancelAction{ID: r.value(x.get("id"), label("cancel id"))}, nil
+	case "spawnChild":
+		a := &interp.SpawnAction{ID: r.value(x.get("id"), label("spawnChild id")), Input: r.value(x.get("input"), label("spawnChild input"))}
+		a.SystemID, _ = x.get("systemId").(string)
+		a.SyncSnapshot, _ = x.get("syncSnapshot").(bool)
+		switch src := x.get("src").(type) {
+		case string:
+			a.Src = src
+		default:
+			logic, ok, err := r.invokeLogic(src)
+			if !ok || err != nil {
+				return nil, errOr(err, errors.New("spawnChild() needs an actor name or logic"))
+			}
+			a.Logic = logic
+		}
+		return a, nil
+	case "stopChild":
+		return &interp.StopAction{ID: r.target(x.get("actor"), label("stopChild"))}, nil
+	case "enqueueActions":
+		f, ok := x.get("fn").(*jsFn)
+		if !ok {
+			return nil, errors.New("enqueueActions() needs a function")
+		}
+		return r.enqueue(f, label("enqueueActions")), nil
+	}
+	return nil, fmt.Errorf("%s() is not an action", x.kind)
+}
+
+// target evaluates an actor: an id, or an actor ref ({id}) from a function.
+func (r *jsResolver) target(v any, label string) *interp.Expr {
+	e := r.value(v, label)
+	if e == nil || e.Fn == nil {
+		return e
+	}
+	fn := e.Fn
+	return &interp.Expr{Fn: func(a interp.Args, params any) (any, error) {
+		v, err := fn(a, params)
+		if m, ok := v.(map[string]any); ok {
+			if id, ok := m["id"].(string); ok {
+				return id, err
+			}
+		}
+		return v, err
+	}}
+}
+
+func (r *jsResolver) assign(v any, label string) (interp.Action, error) {
+	switch x := v.(type) {
+	case *jsFn:
+		return &interp.AssignAction{Fn: func(a interp.Args, params any) (map[string]any, error) {
+			rt, out, err := callFn(x, label, a, params)
+			if err != nil {
+				return nil, err
+			}
+			m, _ := rt.fromJS(out).(map[string]any)
+			return m, nil
+		}}, nil
+	case *object:
+		props := make([]*interp.Expr, len(x.keys))
+		for i, k := range x.keys {
+			props[i] = r.value(x.vals[k], fmt.Sprintf("%s of '%s'", label, k))
+			if props[i] == nil {
+				props[i] = interp.Static(nil)
+			}
+		}
+		keys := x.keys
+		return &interp.AssignAction{Fn: func(a interp.Args, params any) (map[string]any, error) {
+			out := make(map[string]any, len(keys))
+			for i, k := range keys {
+				v, err := props[i].Eval(a, params)
+				if err != nil {
+					return nil, err
+				}
+				out[k] = v
+			}
+			return out, nil
+		}}, nil
+	}
+	return nil, errors.New("assign() needs a function or an object")
+}
+
+// enqueue makes XState's enqueueActions: the function gets enqueue (with
+// enqueue.assign, enqueue.raise, ...) and check, and the actions it
+// enqueues are read after it returns.
+func (r *jsResolver) enqueue(f *jsFn, label string) interp.Action {
+	return &interp.EnqueueAction{Fn: func(a interp.Args, check func(interp.Guard) (bool, error)) ([]interp.Action, error) {
+		rt, err := runtimeOf(a)
+		if err != nil {
+			return nil, err
+		}
+		vm := rt.vm
+		var queued []goja.Value
+		var failed error
+		enq := vm.ToValue(func(call goja.FunctionCall) goja.Value {
+			queued = append(queued, call.Argument(0))
+			return goja.Undefined()
+		}).ToObject(vm)
+		for _, name := range []string{"assign", "raise", "emit", "log", "sendTo", "sendParent", "forwardTo", "cancel", "spawnChild", "stopChild"} {
+			make, _ := goja.AssertFunction(rt.xs.Get(name))
+			_ = enq.Set(name, func(call goja.FunctionCall) goja.Value {
+				v, err := make(goja.Undefined(), call.Arguments...)
+				if err != nil {
+					panic(err)
+				}
+				queued = append(queued, v)
+				return goja.Undefined()
+			})
+		}
+		checkJS := func(call goja.FunctionCall) goja.Value {
+			w := &walker{rt: rt, direct: true, seen: map[*goja.Object]bool{}}
+			gv, err := w.walk(call.Argument(0), 0)
+			if err == nil {
+				var g interp.Guard
+				var ok bool
+				if g, ok, err = r.guard(gv); ok && err == nil {
+					var pass bool
+					if pass, err = check(g); err == nil {
+						return vm.ToValue(pass)
+					}
+				}
+			}
+			if failed == nil {
+				failed = errOr(err, errors.New("check(): not a guard"))
+			}
+			panic(vm.NewGoError(failed))
+		}
+		args := rt.argsJS(a)
+		_ = args.Set("enqueue", enq)
+		_ = args.Set("check", checkJS)
+		if _, err := rt.call(f.in(rt), label, args); err != nil {
+			if failed != nil {
+				return nil, failed
+			}
+			return nil, err
+		}
+		w := &walker{rt: rt, direct: true, seen: map[*goja.Object]bool{}}
+		actions := make([]interp.Action, 0, len(queued))
+		for _, q := range queued {
+			v, err := w.walk(q, 0)
+			if err != nil {
+				return nil, err
+			}
+			act, ok, err := r.action(v)
+			if !ok || err != nil {
+				return nil, errOr(err, fmt.Errorf("enqueue(): not an action: %v", q))
+			}
+			actions = append(actions, act)
+		}
+		return actions, nil
+	}}
+}
+
+// invokeSrc converts the src of an invoke.
+func (r *jsResolver) invokeSrc(v any) (interp.ActorLogic, bool) {
+	l, ok, err := r.invokeLogic(v)
+	return l, ok && err == nil
+}
+
+// invokeLogic converts actor logic made by the shim.
+func (r *jsResolver) invokeLogic(v any) (interp.ActorLogic, bool, error) {
+	x, ok := v.(*jsMarker)
+	if !ok {
+		return nil, false, nil
+	}
+	switch x.kind {
+	case "machine":
+		m, err := r.machine(x)
+		if err != nil {
+			return nil, true, err
+		}
+		return &interp.MachineLogic{Machine: m}, true, nil
+	case "promise":
+		f, ok := x.get("creator").(*jsFn)
+		if !ok {
+			return nil, true, errors.New("fromPromise() needs a function")
+		}
+		return r.promise(f), true, nil
+	case "callback":
+		f, ok := x.get("callback").(*jsFn)
+		if !ok {
+			return nil, true, errors.New("fromCallback() needs a function")
+		}
+		return r.callback(f), true, nil
+	case "transition":
+		f, ok := x.get("transition").(*jsFn)
+		if !ok {
+			return nil, true, errors.New("fromTransition() needs a function")
+		}
+		return r.reducer(f, x.get("initialState")), true, nil
+	}
+	return nil, true, fmt.Errorf("%s() is not actor logic", x.kind)
+}
+
+// machine compiles a machine described by the shim (a child machine).
+func (r *jsResolver) machine(x *jsMarker) (*interp.Machine, error) {
+	cfg, ok := x.get("config").(*object)
+	if !ok {
+		return nil, errors.New("createMachine() needs a config object")
+	}
+	impl, diags := r.implementations(x.get("implementations"))
+	if len(diags) > 0 {
+		return nil, &LoadError{File: r.mod.file, Diags: diags}
+	}
+	m, _, err := compile(r.mod.file, cfg, r, impl)
+	return m, err
+}
+
+// implementations converts {guards, actions, actors, delays}.
+func (r *jsResolver) implementations(v any) (interp.Implementations, []Diagnostic) {
+	impl := interp.Implementations{Host: r.mod}
+	o, ok := v.(*object)
+	if !ok {
+		return impl, nil
+	}
+	var diags []Diagnostic
+	bad := func(kind, name string, err error) {
+		diags = append(diags, Diagnostic{File: r.mod.file, Msg: fmt.Sprintf("%s '%s': %v", kind, name, err)})
+	}
+	if gs, ok := o.vals["guards"].(*object); ok {
+		impl.Guards = map[string]interp.Guard{}
+		for _, k := range gs.keys {
+			g, isGuard, err := r.guardNamed(gs.vals[k], k)
+			if !isGuard || err != nil {
+				bad("guard", k, errOr(err, errors.New("not a guard")))
+				continue
+			}
+			impl.Guards[k] = g
+		}
+	}
+	if as, ok := o.vals["actions"].(*object); ok {
+		impl.Actions = map[string]interp.Action{}
+		for _, k := range as.keys {
+			a, isAction, err := r.actionNamed(as.vals[k], k)
+			if !isAction || err != nil {
+				bad("action", k, errOr(err, errors.New("not an action")))
+				continue
+			}
+			impl.Actions[k] = a
+		}
+	}
+	if as, ok := o.vals["actors"].(*object); ok {
+		impl.Actors = map[string]interp.ActorLogic{}
+		for _, k := range as.keys {
+			l, isLogic, err := r.invokeLogic(as.vals[k])
+			if !isLogic || err != nil {
+				bad("actor", k, errOr(err, errors.New("not actor logic (a machine, fromPromise, fromCallback or fromTransition)")))
+				continue
+			}
+			impl.Actors[k] = l
+		}
+	}
+	if ds, ok := o.vals["delays"].(*object); ok {
+		impl.Delays = map[string]interp.Delay{}
+		for _, k := range ds.keys {
+			impl.Delays[k] = r.value(ds.vals[k], fmt.Sprintf("delay '%s'", k))
+		}
+	}
+	return impl, diags
+}

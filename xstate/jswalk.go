@@ -1,0 +1,129 @@
+package xstate
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/dop251/goja"
+)
+
+// The walker turns the JavaScript values of a module (a machine config and
+// its implementations) into the Go values the config reader reads:
+// *object, []any, strings, numbers, booleans and nil, with functions
+// replaced by jsFn references and the shim's descriptions by *jsMarker.
+
+// jsFn refers to a JavaScript function: by its number in every runtime of
+// the module (id), or, for values made during a step, directly.
+type jsFn struct {
+	id     int
+	direct goja.Value // set for a function met during a step
+	name   string     // the function's name, when it has one
+}
+
+// in returns the function in a runtime.
+func (f *jsFn) in(rt *jsRuntime) goja.Value {
+	if f.direct != nil {
+		return f.direct
+	}
+	return rt.fns[f.id]
+}
+
+// jsMarker is a value made by the shim: an action, a guard, an actor
+// logic or a machine, with its fields.
+type jsMarker struct {
+	kind   string
+	fields *object
+}
+
+func (m *jsMarker) get(k string) any {
+	v, _ := m.fields.get(k)
+	return v
+}
+
+type walker struct {
+	rt       *jsRuntime
+	describe bool // build the Go values (else only number the functions)
+	direct   bool // functions are kept as values, not numbered
+	seen     map[*goja.Object]bool
+}
+
+// maxWalkDepth bounds the nesting of a config.
+const maxWalkDepth = 200
+
+func (w *walker) walk(v goja.Value, depth int) (any, error) {
+	if depth > maxWalkDepth {
+		return nil, errors.New("the machine config is nested too deeply")
+	}
+	if v == nil || goja.IsUndefined(v) {
+		return undefinedValue{}, nil
+	}
+	if goja.IsNull(v) {
+		return nil, nil
+	}
+	o, isObj := v.(*goja.Object)
+	if !isObj {
+		return w.rt.fromJS(v), nil
+	}
+	if _, isFn := goja.AssertFunction(o); isFn {
+		f := &jsFn{}
+		if n := o.Get("name"); n != nil {
+			f.name = n.String()
+		}
+		if w.direct {
+			f.direct = o
+		} else {
+			f.id = len(w.rt.fns)
+			w.rt.fns = append(w.rt.fns, o)
+		}
+		return f, nil
+	}
+	if w.seen[o] {
+		return nil, errors.New("the machine config refers to itself (a circular reference)")
+	}
+	w.seen[o] = true
+	defer delete(w.seen, o)
+	if o.ClassName() == "Array" {
+		n := int(o.Get("length").ToInteger())
+		out := make([]any, 0, n)
+		for i := range n {
+			e, err := w.walk(o.Get(fmt.Sprint(i)), depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, e)
+		}
+		return out, nil
+	}
+	fields := &object{vals: map[string]any{}}
+	for _, k := range jsKeyOrder(o.Keys()) {
+		e, err := w.walk(o.Get(k), depth+1)
+		if err != nil {
+			return nil, err
+		}
+		if _, undef := e.(undefinedValue); undef {
+			continue
+		}
+		fields.keys = append(fields.keys, k)
+		fields.vals[k] = e
+	}
+	if kind, ok := fields.vals[shimMark].(string); ok {
+		delete(fields.vals, shimMark)
+		for i, k := range fields.keys {
+			if k == shimMark {
+				fields.keys = append(fields.keys[:i], fields.keys[i+1:]...)
+				break
+			}
+		}
+		return &jsMarker{kind: kind, fields: fields}, nil
+	}
+	return fields, nil
+}
+
+// shimMark is the property by which the shim marks what it makes.
+const shimMark = "__sg"
+
+// sameMap reports whether two maps are the same map (not equal: the same).
+func sameMap(a, b map[string]any) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
