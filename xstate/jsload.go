@@ -182,5 +182,3 @@ func mergeOver[V any](base, over map[string]V) map[string]V {
 	}
 	return out
 }
-
-
