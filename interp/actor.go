@@ -59,6 +59,29 @@ type Host interface {
 	Acquire() (rt any, release func())
 }
 
+// Sealer is a Host whose code may leave values in a context that belong to
+// the runtime (so that they need not be converted between steps of one
+// macrostep). Seal converts them to plain Go values; it is called with the
+// runtime before it is released, at the end of every step.
+type Sealer interface {
+	Seal(rt any, v any) any
+}
+
+// seal converts what the step's runtime left in a snapshot's context.
+func seal(m *Machine, rt any, s *Snapshot) *Snapshot {
+	sealer, ok := m.Impl.Host.(Sealer)
+	if !ok || s == nil || s.Context == nil {
+		return s
+	}
+	ctx := sealer.Seal(rt, s.Context)
+	if sameValue(ctx, s.Context) {
+		return s
+	}
+	c := s.clone()
+	c.Context = ctx
+	return c
+}
+
 // NewActor creates an actor and computes its initial snapshot (an error in
 // doing so gives a snapshot with status error). Start runs it.
 func NewActor(m *Machine, opts ActorOptions) *Actor {
@@ -80,6 +103,7 @@ func (a *Actor) init() {
 	}
 	rt, release := a.acquire()
 	snap, effects, err := a.m.initial(a, a.opts.Input, rt)
+	snap = seal(a.m, rt, snap)
 	release()
 	if err != nil {
 		snap = (&Snapshot{Machine: a.m, cfg: a.m.emptyConfig}).withStatus(StatusError, nil, err)
@@ -155,6 +179,7 @@ func (a *Actor) Start() {
 	a.pending = nil
 	rt, release := a.acquire()
 	a.update(a.snap, effects, rt)
+	a.snap = seal(a.m, rt, a.snap)
 	release()
 	if a.sync && a.snap.Status == StatusActive {
 		a.sendSnapshot()
@@ -204,6 +229,7 @@ func (a *Actor) process(ev Event) {
 		return
 	}
 	a.update(next, effects, rt)
+	a.snap = seal(a.m, rt, a.snap)
 	if a.sync && a.snap.Status == StatusActive {
 		a.sendSnapshot()
 	}

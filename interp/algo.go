@@ -80,7 +80,8 @@ func (m *Machine) Initial(input any) (*Snapshot, []Effect, error) {
 		rt, release = m.Impl.Host.Acquire()
 		defer release()
 	}
-	return m.initial(nil, input, rt)
+	s, effects, err := m.initial(nil, input, rt)
+	return seal(m, rt, s), effects, err
 }
 
 func (m *Machine) initial(actor *Actor, input any, rt any) (*Snapshot, []Effect, error) {
@@ -146,7 +147,7 @@ func (m *Machine) Transition(s *Snapshot, ev Event) (*Snapshot, []Effect, error)
 		defer release()
 	}
 	next, err := st.macrostep(s, ev)
-	return next, st.effects, err
+	return seal(m, st.rt, next), st.effects, err
 }
 
 func (m *Machine) transition(actor *Actor, s *Snapshot, ev Event, rt any) (*Snapshot, []Effect, error) {

@@ -1,6 +1,7 @@
 package interp
 
 import (
+	"reflect"
 	"slices"
 	"sort"
 )
@@ -241,4 +242,16 @@ func (s *Snapshot) Can(ev Event) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// sameValue reports whether two contexts are the same value: the same map,
+// or equal scalars.
+func sameValue(a, b any) bool {
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	if aok || bok {
+		return aok && bok && len(am) == len(bm) && (len(am) == 0 || reflect.ValueOf(am).UnsafePointer() == reflect.ValueOf(bm).UnsafePointer())
+	}
+	defer func() { _ = recover() }()
+	return a == b
 }

@@ -51,6 +51,7 @@ func bundle(file string) (code string, files []string, diags []Diagnostic) {
 		Charset:     api.CharsetUTF8,
 		LogLevel:    api.LogLevelSilent,
 		Metafile:    true,
+		Sourcemap:   api.SourceMapInline,
 		Plugins:     []api.Plugin{plugin},
 	})
 	for _, m := range res.Errors {

@@ -73,7 +73,11 @@ func (r *Report) Lines() []string {
 
 // Check loads machine files (folders are searched for them) and reports
 // every problem found, as a running server would when loading them.
-func Check(paths []string) (*Report, error) {
+func Check(paths []string) (*Report, error) { return (&Loader{}).Check(paths) }
+
+// Check loads machine files with the loader's registry and reports every
+// problem found, as a running server would when loading them.
+func (l *Loader) Check(paths []string) (*Report, error) {
 	var files []string
 	for _, p := range paths {
 		info, err := os.Stat(p)
@@ -105,14 +109,14 @@ func Check(paths []string) (*Report, error) {
 	}
 	rep := &Report{}
 	for _, f := range files {
-		rep.Files = append(rep.Files, checkFile(f))
+		rep.Files = append(rep.Files, checkFile(l, f))
 	}
 	return rep, nil
 }
 
-func checkFile(file string) CheckResult {
+func checkFile(l *Loader, file string) CheckResult {
 	res := CheckResult{File: file}
-	m, warns, err := LoadFile(file)
+	m, warns, err := l.Load(file)
 	res.Diags = append(res.Diags, warns...)
 	if err != nil {
 		res.Failed = true
@@ -123,9 +127,12 @@ func checkFile(file string) CheckResult {
 		}
 		return res
 	}
+	// A server refuses a machine that names a guard, actor or delay with
+	// no implementation; a missing action is only a warning (XState skips
+	// it).
 	for _, d := range MissingDiagnostics(file, m) {
-		d.Warning = true
 		res.Diags = append(res.Diags, d)
+		res.Failed = res.Failed || !d.Warning
 	}
 	res.States = len(m.Nodes)
 	res.Events = len(m.EventTypes)

@@ -3,6 +3,7 @@ package xstate_test
 import (
 	"fmt"
 
+	"stategate/interp"
 	"stategate/xstate"
 )
 
@@ -19,4 +20,33 @@ func ExampleParseJSON() {
 	// Output:
 	// door.json:5: state closed: on "OPEN": "cond" is not an XState v5 transition key: use `guard` (XState v5)
 	// door.json:6: state open: transition on event "CLOSE": child state 'shut' does not exist on 'door'
+}
+
+// A JSON machine whose guard, actions and delay are Go functions from a
+// Registry: no JavaScript runs.
+func ExampleRegistry() {
+	reg := xstate.NewRegistry().
+		Guard("withinLimit", func(a interp.Args, params any) (bool, error) {
+			limit := params.(map[string]any)["limit"].(float64)
+			amount, _ := a.Event.Data["amount"].(float64)
+			return amount > 0 && amount <= limit, nil
+		}).
+		Assign("setAmount", func(a interp.Args, _ any) (map[string]any, error) {
+			return map[string]any{"amount": a.Event.Data["amount"]}, nil
+		}).
+		Assign("capture", func(a interp.Args, _ any) (map[string]any, error) {
+			return map[string]any{"captured": a.Context.(map[string]any)["amount"]}, nil
+		}).
+		DelayMs("authWindow", 60_000)
+	m, _, err := (&xstate.Loader{Registry: reg}).Load("testdata/gotable/payment.json")
+	if err != nil {
+		panic(err)
+	}
+	a := interp.NewActor(m, interp.ActorOptions{})
+	a.Start()
+	a.Send(interp.Event{Type: "AUTHORIZE", Data: map[string]any{"amount": 250.0}})
+	a.Send(interp.Event{Type: "CAPTURE"})
+	s := a.Snapshot()
+	fmt.Println(s.Value(), s.Status, s.Context, s.Output())
+	// Output: captured done map[amount:250 captured:250] map[status:closed]
 }

@@ -41,7 +41,7 @@ func callFn(f *jsFn, label string, a interp.Args, params any) (*jsRuntime, goja.
 	if err != nil {
 		return nil, nil, err
 	}
-	out, err := rt.call(f.in(rt), label, rt.argsJS(a), rt.paramsJS(params))
+	out, err := rt.call(f.in(rt), label, rt.callArgs(a), rt.paramsJS(params))
 	return rt, out, err
 }
 
@@ -280,26 +280,31 @@ func (r *jsResolver) assign(v any, label string) (interp.Action, error) {
 			if err != nil {
 				return nil, err
 			}
-			m, _ := rt.fromJS(out).(map[string]any)
-			return m, nil
+			return rt.partialUpdate(out), nil
 		}}, nil
 	case *object:
-		props := make([]*interp.Expr, len(x.keys))
-		for i, k := range x.keys {
-			props[i] = r.value(x.vals[k], fmt.Sprintf("%s of '%s'", label, k))
-			if props[i] == nil {
-				props[i] = interp.Static(nil)
+		keys := x.keys
+		fns := make([]*jsFn, len(keys))
+		static := make([]any, len(keys))
+		for i, k := range keys {
+			if f, ok := x.vals[k].(*jsFn); ok {
+				fns[i] = f
+			} else {
+				static[i] = plain(x.vals[k])
 			}
 		}
-		keys := x.keys
 		return &interp.AssignAction{Fn: func(a interp.Args, params any) (map[string]any, error) {
 			out := make(map[string]any, len(keys))
 			for i, k := range keys {
-				v, err := props[i].Eval(a, params)
+				if fns[i] == nil {
+					out[k] = static[i]
+					continue
+				}
+				rt, v, err := callFn(fns[i], fmt.Sprintf("%s of '%s'", label, k), a, params)
 				if err != nil {
 					return nil, err
 				}
-				out[k] = v
+				out[k] = rt.lazy(v)
 			}
 			return out, nil
 		}}, nil
@@ -316,41 +321,29 @@ func (r *jsResolver) enqueue(f *jsFn, label string) interp.Action {
 		if err != nil {
 			return nil, err
 		}
-		vm := rt.vm
 		var queued []goja.Value
 		var failed error
-		enq := vm.ToValue(func(call goja.FunctionCall) goja.Value {
-			queued = append(queued, call.Argument(0))
-			return goja.Undefined()
-		}).ToObject(vm)
-		for _, name := range []string{"assign", "raise", "emit", "log", "sendTo", "sendParent", "forwardTo", "cancel", "spawnChild", "stopChild"} {
-			make, _ := goja.AssertFunction(rt.xs.Get(name))
-			_ = enq.Set(name, func(call goja.FunctionCall) goja.Value {
-				v, err := make(goja.Undefined(), call.Arguments...)
-				if err != nil {
-					panic(err)
-				}
-				queued = append(queued, v)
-				return goja.Undefined()
-			})
-		}
-		checkJS := func(call goja.FunctionCall) goja.Value {
+		enq, checkJS := rt.enqueueFns()
+		prevQueue, prevCheck := rt.queued, rt.checkFn
+		defer func() { rt.queued, rt.checkFn = prevQueue, prevCheck }()
+		rt.queued = &queued
+		rt.checkFn = func(gv goja.Value) (bool, error) {
 			w := &walker{rt: rt, direct: true, seen: map[*goja.Object]bool{}}
-			gv, err := w.walk(call.Argument(0), 0)
+			v, err := w.walk(gv, 0)
 			if err == nil {
 				var g interp.Guard
 				var ok bool
-				if g, ok, err = r.guard(gv); ok && err == nil {
+				if g, ok, err = r.guard(v); ok && err == nil {
 					var pass bool
 					if pass, err = check(g); err == nil {
-						return vm.ToValue(pass)
+						return pass, nil
 					}
 				}
 			}
 			if failed == nil {
 				failed = errOr(err, errors.New("check(): not a guard"))
 			}
-			panic(vm.NewGoError(failed))
+			return false, failed
 		}
 		args := rt.argsJS(a)
 		_ = args.Set("enqueue", enq)

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/dop251/goja"
 
@@ -35,8 +39,10 @@ type jsModule struct {
 	// functions are numbered (the machine, or the implementations).
 	roots func(rt *goja.Runtime, exports *goja.Object) ([]goja.Value, error)
 
-	mu   sync.Mutex
-	idle []*jsRuntime
+	mu       sync.Mutex
+	idle     []*jsRuntime
+	all      []*jsRuntime // every runtime made, for the watchdog
+	watching atomic.Bool
 }
 
 // jsRuntime is a goja runtime with the module evaluated in it and the
@@ -47,13 +53,132 @@ type jsRuntime struct {
 	fns   []goja.Value
 	depth int // nesting of calls from Go
 
-	timer   *time.Timer
-	mu      sync.Mutex
-	running bool // a top-level call is running: the timer may interrupt it
-	// conversion caches: the last context and event converted.
-	lastCtx   any
-	lastCtxJS goja.Value
-	xs        *goja.Object // the shim's API, for enqueueActions
+	// started is when the running top-level call began (UnixNano), 0 when
+	// none runs: the module's watchdog interrupts calls that run too long.
+	started atomic.Int64
+	// the last self converted.
+	lastSelf   *interp.Actor
+	lastSelfJS goja.Value
+	xs         *goja.Object // the shim's API, for enqueueActions
+	// enqueueActions' enqueue and check functions, made once; they act on
+	// the call in progress.
+	enqueue *goja.Object
+	check   goja.Value
+	queued  *[]goja.Value
+	checkFn func(goja.Value) (bool, error)
+	// ids maps Go maps and slices (contexts are never changed in place)
+	// to the JavaScript values they were converted from or to, so that a
+	// value crosses between Go and this runtime once.
+	ids, oldIDs map[unsafe.Pointer]idEntry
+	// argObjs are the argument objects of calls, by depth; events are
+	// the conversions of events without data, by type.
+	argObjs []*goja.Object
+	events  map[string]goja.Value
+}
+
+type idEntry struct {
+	goVal any
+	js    goja.Value
+}
+
+// maxIDs bounds a generation of a runtime's conversion cache: when one is
+// full it becomes the old one, and the one before is dropped.
+const maxIDs = 512
+
+func identity(v any) (unsafe.Pointer, int, bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		if len(x) == 0 {
+			return nil, 0, false
+		}
+		return reflect.ValueOf(x).UnsafePointer(), len(x), true
+	case []any:
+		if len(x) == 0 {
+			return nil, 0, false
+		}
+		return unsafe.Pointer(unsafe.SliceData(x)), len(x), true
+	}
+	return nil, 0, false
+}
+
+// cached returns the JavaScript value a Go map or slice was converted
+// from or to, or nil.
+func (rt *jsRuntime) cached(v any) goja.Value {
+	p, n, ok := identity(v)
+	if !ok {
+		return nil
+	}
+	e, hit := rt.ids[p]
+	if !hit {
+		if e, hit = rt.oldIDs[p]; !hit {
+			return nil
+		}
+	}
+	if _, m, _ := identity(e.goVal); m != n {
+		return nil
+	}
+	return e.js
+}
+
+func (rt *jsRuntime) remember(v any, js goja.Value) {
+	p, _, ok := identity(v)
+	if !ok {
+		return
+	}
+	if rt.ids == nil || len(rt.ids) >= maxIDs {
+		rt.oldIDs = rt.ids
+		rt.ids = make(map[unsafe.Pointer]idEntry, 64)
+	}
+	rt.ids[p] = idEntry{v, js}
+}
+
+// jsLazy is a value an assign left in the context that is still a
+// JavaScript value of the runtime of the step; it is converted when the
+// step ends (Seal), or when Go code reads the context.
+type jsLazy struct {
+	rt *jsRuntime
+	v  goja.Value
+}
+
+// Seal converts the JavaScript values a step left in a context to Go
+// values (interp.Sealer).
+func (m *jsModule) Seal(rt any, v any) any {
+	ctx, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	var out map[string]any
+	for k, x := range ctx {
+		if l, lazy := x.(*jsLazy); lazy {
+			if out == nil {
+				out = make(map[string]any, len(ctx))
+				for k2, x2 := range ctx {
+					out[k2] = x2
+				}
+			}
+			g := l.rt.fromJS(l.v)
+			l.rt.remember(g, l.v)
+			out[k] = g
+		}
+	}
+	if out == nil {
+		return v
+	}
+	return out
+}
+
+// plainArgs returns a's context with no JavaScript values left in it, for
+// Go code.
+func plainArgs(a interp.Args) interp.Args {
+	if ctx, ok := a.Context.(map[string]any); ok {
+		for _, x := range ctx {
+			if _, lazy := x.(*jsLazy); lazy {
+				a.Context = (&jsModule{}).Seal(nil, ctx)
+				break
+			}
+		}
+	}
+	return a
 }
 
 // Acquire lends a runtime for a step.
@@ -89,6 +214,13 @@ func (m *jsModule) put(rt *jsRuntime) {
 	m.mu.Lock()
 	if len(m.idle) < maxIdle {
 		m.idle = append(m.idle, rt)
+	} else {
+		for i, x := range m.all {
+			if x == rt {
+				m.all = append(m.all[:i], m.all[i+1:]...)
+				break
+			}
+		}
 	}
 	m.mu.Unlock()
 }
@@ -100,14 +232,9 @@ func (m *jsModule) newRuntime(describe bool) (*jsRuntime, []any, error) {
 	vm := goja.New()
 	vm.SetMaxCallStackSize(maxCallStack)
 	rt := &jsRuntime{mod: m, vm: vm}
-	rt.timer = time.AfterFunc(time.Hour, func() {
-		rt.mu.Lock()
-		if rt.running {
-			vm.Interrupt(ErrInterrupted)
-		}
-		rt.mu.Unlock()
-	})
-	rt.timer.Stop()
+	m.mu.Lock()
+	m.all = append(m.all, rt)
+	m.mu.Unlock()
 	var exports *goja.Object
 	err := rt.guard(func() error {
 		if _, err := vm.RunProgram(m.prelude); err != nil {
@@ -149,18 +276,15 @@ func (rt *jsRuntime) guard(f func() error) (err error) {
 	top := rt.depth == 0
 	rt.depth++
 	if top && rt.mod.timeout > 0 {
-		rt.mu.Lock()
-		rt.running = true
-		rt.mu.Unlock()
-		rt.timer.Reset(rt.mod.timeout)
+		rt.started.Store(time.Now().UnixNano())
+		rt.mod.watch()
 	}
 	defer func() {
 		rt.depth--
 		if top && rt.mod.timeout > 0 {
-			rt.mu.Lock()
-			rt.running = false
-			rt.mu.Unlock()
-			rt.timer.Stop()
+			rt.mod.mu.Lock() // the watchdog interrupts under this lock
+			rt.started.Store(0)
+			rt.mod.mu.Unlock()
 			rt.vm.ClearInterrupt()
 		}
 		if r := recover(); r != nil {
@@ -172,6 +296,39 @@ func (rt *jsRuntime) guard(f func() error) (err error) {
 		}
 	}()
 	return f()
+}
+
+// watch makes sure the module's watchdog runs. The watchdog interrupts
+// calls that run past the time limit; it stops by itself when no call has
+// run for a while, and starts again with the next call.
+func (m *jsModule) watch() {
+	if m.watching.Load() || !m.watching.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		tick := time.NewTicker(m.timeout / 10)
+		defer tick.Stop()
+		idle := 0
+		for now := range tick.C {
+			busy := false
+			m.mu.Lock()
+			for _, rt := range m.all {
+				if t := rt.started.Load(); t != 0 {
+					busy = true
+					if now.UnixNano()-t > int64(m.timeout) {
+						rt.vm.Interrupt(ErrInterrupted)
+					}
+				}
+			}
+			m.mu.Unlock()
+			if busy {
+				idle = 0
+			} else if idle++; idle > 50 {
+				m.watching.Store(false)
+				return
+			}
+		}
+	}()
 }
 
 // call calls a JS function with Go arguments converted to JS.
@@ -210,6 +367,10 @@ func (e *jsError) Unwrap() error { return e.cause }
 // jsErr converts a goja error to a jsError with the message XState would
 // show (String(error.message ?? error)).
 func jsErr(err error) error {
+	var so *goja.StackOverflowError
+	if errors.As(err, &so) {
+		return &jsError{msg: "Maximum call stack size exceeded", cause: err}
+	}
 	var ex *goja.Exception
 	if errors.As(err, &ex) {
 		v := ex.Value()
@@ -250,17 +411,32 @@ func (rt *jsRuntime) toJS(v any) goja.Value {
 	case bool, string, float64, int, int64:
 		return vm.ToValue(x)
 	case map[string]any:
+		if js := rt.cached(x); js != nil {
+			return js
+		}
 		o := vm.NewObject()
-		for _, k := range sortedKeys(x) {
+		var buf [16]string
+		keys := buf[:0]
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
 			_ = o.Set(k, rt.toJS(x[k]))
 		}
+		rt.remember(x, o)
 		return o
 	case []any:
+		if js := rt.cached(x); js != nil {
+			return js
+		}
 		items := make([]any, len(x))
 		for i, e := range x {
 			items[i] = rt.toJS(e)
 		}
-		return vm.NewArray(items...)
+		a := vm.NewArray(items...)
+		rt.remember(x, a)
+		return a
 	case interp.Event:
 		o := vm.NewObject()
 		_ = o.Set("type", x.Type)
@@ -279,6 +455,11 @@ func (rt *jsRuntime) toJS(v any) goja.Value {
 		o := vm.NewObject()
 		_ = o.Set("id", x.ID)
 		return o
+	case *jsLazy:
+		if x.rt == rt {
+			return x.v
+		}
+		return rt.toJS(x.rt.fromJS(x.v))
 	case goja.Value:
 		return x
 	}
@@ -311,47 +492,29 @@ func (rt *jsRuntime) fromJSDepth(v goja.Value, depth int) any {
 	if v == nil || goja.IsUndefined(v) || goja.IsNull(v) || depth > 200 {
 		return nil
 	}
-	switch v.ExportType() {
-	case nil:
-		return nil
-	}
 	o, isObj := v.(*goja.Object)
 	if !isObj {
-		switch x := v.Export().(type) {
-		case int64:
-			return float64(x)
-		case float64:
-			if math.IsNaN(x) || math.IsInf(x, 0) {
-				return nil
-			}
-			return x
-		case bool, string:
-			return x
-		}
-		return v.String()
+		return normalize(v.Export())
 	}
 	if _, isFn := goja.AssertFunction(o); isFn {
 		return nil
 	}
-	if toJSON, ok := goja.AssertFunction(o.Get("toJSON")); ok {
-		if r, err := toJSON(o); err == nil {
-			return rt.fromJSDepth(r, depth+1)
+	switch o.ClassName() {
+	case "Array", "Object":
+		if toJSON := o.Get("toJSON"); toJSON == nil || goja.IsUndefined(toJSON) {
+			return normalize(o.Export())
 		}
-	}
-	if o.ClassName() == "Array" {
-		n := int(o.Get("length").ToInteger())
-		out := make([]any, n)
-		for i := range n {
-			out[i] = rt.fromJSDepth(o.Get(fmt.Sprint(i)), depth+1)
-		}
-		return out
-	}
-	if o.ClassName() == "Error" {
+	case "Error":
 		m := map[string]any{}
 		if msg := o.Get("message"); msg != nil {
 			m["message"] = msg.String()
 		}
 		return m
+	}
+	if toJSON, ok := goja.AssertFunction(o.Get("toJSON")); ok {
+		if r, err := toJSON(o); err == nil {
+			return rt.fromJSDepth(r, depth+1)
+		}
 	}
 	keys := o.Keys()
 	m := make(map[string]any, len(keys))
@@ -370,36 +533,131 @@ func (rt *jsRuntime) fromJSDepth(v goja.Value, depth int) any {
 	return m
 }
 
-// argsJS builds the ({context, event, ...}) argument of a call.
+// normalize turns what goja's Export gives into JSON-like values, as
+// JSON.stringify would: integers become float64, NaN and infinities null,
+// functions and undefined are dropped from objects (null in arrays).
+func normalize(v any) any {
+	switch x := v.(type) {
+	case nil, bool, string:
+		return x
+	case int64:
+		return float64(x)
+	case int:
+		return float64(x)
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil
+		}
+		return x
+	case map[string]any:
+		for k, e := range x {
+			switch e.(type) {
+			case func(goja.FunctionCall) goja.Value:
+				delete(x, k)
+				continue
+			}
+			if isDropped(e) {
+				delete(x, k)
+				continue
+			}
+			x[k] = normalize(e)
+		}
+		return x
+	case []any:
+		for i, e := range x {
+			if isDropped(e) {
+				x[i] = nil
+				continue
+			}
+			x[i] = normalize(e)
+		}
+		return x
+	case time.Time:
+		return x.UTC().Format("2006-01-02T15:04:05.000Z")
+	}
+	if isDropped(v) {
+		return nil
+	}
+	return fmt.Sprint(v)
+}
+
+// isDropped reports whether an exported value is one JSON leaves out (a
+// function).
+func isDropped(v any) bool {
+	switch v.(type) {
+	case func(goja.FunctionCall) goja.Value, func(goja.ConstructorCall) *goja.Object:
+		return true
+	}
+	return false
+}
+
+// argsJS builds a fresh ({context, event, ...}) argument of a call.
 func (rt *jsRuntime) argsJS(a interp.Args) *goja.Object {
 	o := rt.vm.NewObject()
+	rt.fillArgs(o, a)
+	return o
+}
+
+// callArgs returns the ({context, event, self}) argument of a call: one
+// object per depth of nested calls, reused, as making objects is what
+// costs most in goja.
+func (rt *jsRuntime) callArgs(a interp.Args) *goja.Object {
+	for len(rt.argObjs) <= rt.depth {
+		rt.argObjs = append(rt.argObjs, rt.vm.NewObject())
+	}
+	o := rt.argObjs[rt.depth]
+	rt.fillArgs(o, a)
+	return o
+}
+
+func (rt *jsRuntime) fillArgs(o *goja.Object, a interp.Args) {
 	_ = o.Set("context", rt.contextJS(a.Context))
-	_ = o.Set("event", rt.toJS(a.Event))
+	_ = o.Set("event", rt.eventJS(a.Event))
 	if a.Input != nil {
 		_ = o.Set("input", rt.toJS(a.Input))
+	} else if o.Get("input") != nil {
+		_ = o.Delete("input")
 	}
 	if a.Self != nil {
 		_ = o.Set("self", rt.selfJS(a.Self))
 	}
-	return o
+}
+
+// eventJS converts an event, reusing the conversion of the same event.
+func (rt *jsRuntime) eventJS(ev interp.Event) goja.Value {
+	if ev.Data == nil {
+		if v, ok := rt.events[ev.Type]; ok {
+			return v
+		}
+		v := rt.toJS(ev)
+		if rt.events == nil || len(rt.events) > 1024 {
+			rt.events = map[string]goja.Value{}
+		}
+		rt.events[ev.Type] = v
+		return v
+	}
+	if v := rt.cached(ev.Data); v != nil {
+		if o, ok := v.(*goja.Object); ok {
+			if t := o.Get("type"); t != nil && t.String() == ev.Type {
+				return v
+			}
+		}
+	}
+	v := rt.toJS(ev)
+	rt.remember(ev.Data, v)
+	return v
 }
 
 // contextJS converts a context, reusing the last conversion when the
 // context is the same (contexts are never changed in place).
 func (rt *jsRuntime) contextJS(ctx any) goja.Value {
-	if m, ok := ctx.(map[string]any); ok && rt.lastCtxJS != nil {
-		if last, ok := rt.lastCtx.(map[string]any); ok && sameMap(last, m) {
-			return rt.lastCtxJS
-		}
-	}
-	v := rt.toJS(ctx)
-	if _, ok := ctx.(map[string]any); ok {
-		rt.lastCtx, rt.lastCtxJS = ctx, v
-	}
-	return v
+	return rt.toJS(ctx)
 }
 
 func (rt *jsRuntime) selfJS(a *interp.Actor) goja.Value {
+	if rt.lastSelf == a {
+		return rt.lastSelfJS
+	}
 	o := rt.vm.NewObject()
 	_ = o.Set("id", a.ID)
 	_ = o.Set("send", func(call goja.FunctionCall) goja.Value {
@@ -410,5 +668,80 @@ func (rt *jsRuntime) selfJS(a *interp.Actor) goja.Value {
 		}
 		return goja.Undefined()
 	})
+	rt.lastSelf, rt.lastSelfJS = a, o
 	return o
+}
+
+// lazy keeps an object or array a step made as a JavaScript value until
+// the step ends; other values are converted at once.
+func (rt *jsRuntime) lazy(v goja.Value) any {
+	if o, ok := v.(*goja.Object); ok {
+		if _, isFn := goja.AssertFunction(o); !isFn {
+			return &jsLazy{rt: rt, v: o}
+		}
+	}
+	return rt.fromJS(v)
+}
+
+// partialUpdate converts what an assign function returned: an object whose
+// properties go into the context.
+func (rt *jsRuntime) partialUpdate(v goja.Value) map[string]any {
+	o, ok := v.(*goja.Object)
+	if !ok {
+		return nil
+	}
+	if _, isFn := goja.AssertFunction(o); isFn {
+		return nil
+	}
+	keys := o.Keys()
+	out := make(map[string]any, len(keys))
+	for _, k := range keys {
+		e := o.Get(k)
+		if e == nil || goja.IsUndefined(e) {
+			continue
+		}
+		out[k] = rt.lazy(e)
+	}
+	return out
+}
+
+// enqueueFns returns the runtime's enqueue and check functions for
+// enqueueActions, made on first use.
+func (rt *jsRuntime) enqueueFns() (*goja.Object, goja.Value) {
+	if rt.enqueue != nil {
+		return rt.enqueue, rt.check
+	}
+	vm := rt.vm
+	push := func(v goja.Value) {
+		if rt.queued != nil {
+			*rt.queued = append(*rt.queued, v)
+		}
+	}
+	enq := vm.ToValue(func(call goja.FunctionCall) goja.Value {
+		push(call.Argument(0))
+		return goja.Undefined()
+	}).ToObject(vm)
+	for _, name := range []string{"assign", "raise", "emit", "log", "sendTo", "sendParent", "forwardTo", "cancel", "spawnChild", "stopChild"} {
+		make, _ := goja.AssertFunction(rt.xs.Get(name))
+		_ = enq.Set(name, func(call goja.FunctionCall) goja.Value {
+			v, err := make(goja.Undefined(), call.Arguments...)
+			if err != nil {
+				panic(err)
+			}
+			push(v)
+			return goja.Undefined()
+		})
+	}
+	rt.enqueue = enq
+	rt.check = vm.ToValue(func(call goja.FunctionCall) goja.Value {
+		if rt.checkFn == nil {
+			panic(vm.NewTypeError("check() called outside enqueueActions"))
+		}
+		ok, err := rt.checkFn(call.Argument(0))
+		if err != nil {
+			panic(vm.NewGoError(err))
+		}
+		return vm.ToValue(ok)
+	})
+	return rt.enqueue, rt.check
 }

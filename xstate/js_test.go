@@ -1,0 +1,153 @@
+package xstate
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"stategate/interp"
+)
+
+func jsFile(name string) string { return filepath.Join("testdata", "js", name) }
+
+func TestInterruptRunawayGuard(t *testing.T) {
+	l := &Loader{Timeout: 100 * time.Millisecond}
+	m, _, err := l.LoadModule(jsFile("loop.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := interp.NewActor(m, interp.ActorOptions{})
+	a.Start()
+	start := time.Now()
+	a.Send(interp.Event{Type: "SPIN"})
+	s := a.Snapshot()
+	if s.Status != interp.StatusError || !errors.Is(s.Err(), ErrInterrupted) {
+		t.Fatalf("status %v, error %v; want an interrupted guard", s.Status, s.Err())
+	}
+	for _, want := range []string{"guard 'forever'", "in state node 'spinner.idle'"} {
+		if !strings.Contains(s.Err().Error(), want) {
+			t.Errorf("error %q does not name %s", s.Err(), want)
+		}
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Fatalf("the interrupt took %v", time.Since(start))
+	}
+	// The module's runtimes still work after an interrupt.
+	b := interp.NewActor(m, interp.ActorOptions{})
+	b.Start()
+	if ok, err := b.Snapshot().Can(interp.Event{Type: "RECURSE"}); !ok || err != nil {
+		t.Fatalf("Can(RECURSE) = %v, %v after an interrupt", ok, err)
+	}
+}
+
+func TestDeepRecursionIsAnError(t *testing.T) {
+	m, _, err := (&Loader{}).LoadModule(jsFile("loop.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := interp.NewActor(m, interp.ActorOptions{})
+	a.Start()
+	a.Send(interp.Event{Type: "RECURSE"})
+	s := a.Snapshot()
+	if s.Status != interp.StatusError || !strings.Contains(s.Err().Error(), "Maximum call stack size exceeded") {
+		t.Fatalf("status %v, error %v", s.Status, s.Err())
+	}
+}
+
+func TestForbiddenImports(t *testing.T) {
+	for file, want := range map[string]string{
+		"forbidden.ts":       `forbidden.ts:2: cannot import "node:fs"`,
+		"package-import.mjs": `package-import.mjs:2: cannot import "lodash"`,
+	} {
+		_, _, err := (&Loader{}).LoadModule(jsFile(file))
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v, want %q", file, err, want)
+		}
+	}
+}
+
+func TestSyntaxErrorNamesFileAndLine(t *testing.T) {
+	_, _, err := (&Loader{}).LoadModule(jsFile("syntax.ts"))
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("err = %v", err)
+	}
+	var le *LoadError
+	if !errors.As(err, &le) || le.Diags[0].Line != 10 || !strings.HasSuffix(le.Diags[0].File, "syntax.ts") {
+		t.Fatalf("diagnostics %+v", err)
+	}
+}
+
+func TestRelativeImports(t *testing.T) {
+	m, _, err := (&Loader{}).LoadModule(jsFile("uses-helper.ts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := interp.NewActor(m, interp.ActorOptions{})
+	a.Start()
+	a.Send(interp.Event{Type: "PAY", Data: map[string]any{"amount": 40.0}})
+	if v := a.Snapshot().Value(); v != "open" {
+		t.Fatalf("small payment went to %v", v)
+	}
+	a.Send(interp.Event{Type: "PAY", Data: map[string]any{"amount": 400.0}})
+	s := a.Snapshot()
+	if s.Value() != "review" || s.Context.(map[string]any)["last"] != 400.0 {
+		t.Fatalf("value %v context %v", s.Value(), s.Context)
+	}
+}
+
+func TestModuleMustExportOneMachine(t *testing.T) {
+	_, _, err := (&Loader{}).LoadModule(jsFile("two-machines.mjs"))
+	if err == nil || !strings.Contains(err.Error(), "exactly one machine") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestMissingImplementations(t *testing.T) {
+	rep, err := Check([]string{jsFile("missing.mjs")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := strings.Join(rep.Lines(), "\n")
+	if !rep.Failed() {
+		t.Fatalf("a machine with missing guards passed check:\n%s", out)
+	}
+	for _, want := range []string{
+		`state a: guard "unknownGuard" has no implementation`,
+		`state a: actor "fetcher" has no implementation`,
+		`state a: delay "patience" has no implementation`,
+		`warning: state a: action "unknownAction" has no implementation`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check output lacks %q:\n%s", want, out)
+		}
+	}
+	// The Go table fills the gaps, and check passes.
+	reg := NewRegistry().
+		Guard("unknownGuard", func(interp.Args, any) (bool, error) { return true, nil }).
+		Action("unknownAction", func(interp.Args, any) error { return nil }).
+		DelayMs("patience", 500).
+		Actor("fetcher", &interp.PromiseLogic{Start: func(_ *interp.Actor, _ any, settle func(any, error)) error {
+			settle("ok", nil)
+			return nil
+		}})
+	rep, err = (&Loader{Registry: reg}).Check([]string{jsFile("missing.mjs")})
+	if err != nil || rep.Failed() {
+		t.Fatalf("with the registry: %v\n%s", err, strings.Join(rep.Lines(), "\n"))
+	}
+}
+
+func TestJSOwnImplementationsComeFirst(t *testing.T) {
+	reg := NewRegistry().Guard("isLarge", func(interp.Args, any) (bool, error) { return false, nil })
+	m, _, err := (&Loader{Registry: reg}).LoadModule(jsFile("uses-helper.ts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := interp.NewActor(m, interp.ActorOptions{})
+	a.Start()
+	a.Send(interp.Event{Type: "PAY", Data: map[string]any{"amount": 400.0}})
+	if v := a.Snapshot().Value(); v != "review" {
+		t.Fatalf("the registry's guard overrode the module's: went to %v", v)
+	}
+}
