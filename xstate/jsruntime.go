@@ -72,7 +72,7 @@ type jsRuntime struct {
 	ids, oldIDs map[unsafe.Pointer]idEntry
 	// argObjs are the argument objects of calls, by depth; events are
 	// the conversions of events without data, by type.
-	argObjs []*goja.Object
+	argObjs []*argObj
 	events  map[string]goja.Value
 }
 
@@ -163,6 +163,13 @@ func (m *jsModule) Seal(rt any, v any) any {
 	}
 	if out == nil {
 		return v
+	}
+	// The step's JavaScript object for the context, if it made one, stands
+	// for the sealed context too: they hold the same values.
+	if r, ok := rt.(*jsRuntime); ok {
+		if js := r.cached(ctx); js != nil {
+			r.remember(out, js)
+		}
 	}
 	return out
 }
@@ -603,11 +610,40 @@ func (rt *jsRuntime) argsJS(a interp.Args) *goja.Object {
 // costs most in goja.
 func (rt *jsRuntime) callArgs(a interp.Args) *goja.Object {
 	for len(rt.argObjs) <= rt.depth {
-		rt.argObjs = append(rt.argObjs, rt.vm.NewObject())
+		rt.argObjs = append(rt.argObjs, &argObj{o: rt.vm.NewObject()})
 	}
-	o := rt.argObjs[rt.depth]
-	rt.fillArgs(o, a)
+	ao := rt.argObjs[rt.depth]
+	o := ao.o
+	if c := rt.contextJS(a.Context); c != ao.ctx {
+		_ = o.Set("context", c)
+		ao.ctx = c
+	}
+	if e := rt.eventJS(a.Event); e != ao.ev {
+		_ = o.Set("event", e)
+		ao.ev = e
+	}
+	if a.Self != nil {
+		if sv := rt.selfJS(a.Self); sv != ao.self {
+			_ = o.Set("self", sv)
+			ao.self = sv
+		}
+	}
+	if a.Input != nil || ao.input {
+		var in any = undefinedValue{}
+		if a.Input != nil {
+			in = a.Input
+		}
+		_ = o.Set("input", rt.toJS(in))
+		ao.input = a.Input != nil
+	}
 	return o
+}
+
+// argObj is a reused argument object and what it holds.
+type argObj struct {
+	o             *goja.Object
+	ctx, ev, self goja.Value
+	input         bool // input is set
 }
 
 func (rt *jsRuntime) fillArgs(o *goja.Object, a interp.Args) {
