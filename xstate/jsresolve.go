@@ -321,7 +321,7 @@ func (r *jsResolver) enqueue(f *jsFn, label string) interp.Action {
 		if err != nil {
 			return nil, err
 		}
-		var queued []goja.Value
+		var queued []queuedAction
 		var failed error
 		enq, checkJS := rt.enqueueFns()
 		prevQueue, prevCheck := rt.queued, rt.checkFn
@@ -357,13 +357,9 @@ func (r *jsResolver) enqueue(f *jsFn, label string) interp.Action {
 		w := &walker{rt: rt, direct: true, seen: map[*goja.Object]bool{}}
 		actions := make([]interp.Action, 0, len(queued))
 		for _, q := range queued {
-			v, err := w.walk(q, 0)
+			act, err := r.queuedAction(w, q)
 			if err != nil {
 				return nil, err
-			}
-			act, ok, err := r.action(v)
-			if !ok || err != nil {
-				return nil, errOr(err, fmt.Errorf("enqueue(): not an action: %v", q))
 			}
 			actions = append(actions, act)
 		}
@@ -477,4 +473,79 @@ func (r *jsResolver) implementations(v any) (interp.Implementations, []Diagnosti
 		}
 	}
 	return impl, diags
+}
+
+// queuedAction is what enqueue() or enqueue.assign(...) and the like were
+// called with: a value that is an action, or the arguments of the named
+// action creator.
+type queuedAction struct {
+	kind string // "" for enqueue(action)
+	args []goja.Value
+}
+
+// creatorFields maps the arguments of the shim's action creators to the
+// fields of their descriptions (as shim.js does).
+var creatorFields = map[string][]string{
+	"assign":     {"assignment"},
+	"raise":      {"event", "@options"},
+	"emit":       {"event"},
+	"log":        {"value", "label"},
+	"sendTo":     {"to", "event", "@options"},
+	"sendParent": {"event", "@options"},
+	"forwardTo":  {"to", "@options"},
+	"cancel":     {"id"},
+	"spawnChild": {"src", "@spawn"},
+	"stopChild":  {"actor"},
+}
+
+// queuedAction converts an enqueued action, building the description of
+// enqueue.assign(...) and the like in Go rather than in the runtime.
+func (r *jsResolver) queuedAction(w *walker, q queuedAction) (interp.Action, error) {
+	if q.kind == "" {
+		v, err := w.walk(q.args[0], 0)
+		if err != nil {
+			return nil, err
+		}
+		act, ok, err := r.action(v)
+		if !ok || err != nil {
+			return nil, errOr(err, fmt.Errorf("enqueue(): not an action: %v", q.args[0]))
+		}
+		return act, nil
+	}
+	fields := &object{vals: map[string]any{}}
+	set := func(k string, v any) {
+		if _, undef := v.(undefinedValue); undef {
+			return
+		}
+		fields.keys = append(fields.keys, k)
+		fields.vals[k] = v
+	}
+	for i, name := range creatorFields[q.kind] {
+		if i >= len(q.args) {
+			break
+		}
+		v, err := w.walk(q.args[i], 0)
+		if err != nil {
+			return nil, err
+		}
+		switch name {
+		case "@options", "@spawn":
+			opts, _ := v.(*object)
+			if opts == nil {
+				continue
+			}
+			keys := []string{"delay", "id"}
+			if name == "@spawn" {
+				keys = []string{"id", "input", "systemId", "syncSnapshot"}
+			}
+			for _, k := range keys {
+				if x, ok := opts.get(k); ok {
+					set(k, x)
+				}
+			}
+		default:
+			set(name, v)
+		}
+	}
+	return r.marker(&jsMarker{kind: q.kind, fields: fields}, "")
 }

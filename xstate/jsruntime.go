@@ -64,7 +64,7 @@ type jsRuntime struct {
 	// the call in progress.
 	enqueue *goja.Object
 	check   goja.Value
-	queued  *[]goja.Value
+	queued  *[]queuedAction
 	checkFn func(goja.Value) (bool, error)
 	// ids maps Go maps and slices (contexts are never changed in place)
 	// to the JavaScript values they were converted from or to, so that a
@@ -748,23 +748,18 @@ func (rt *jsRuntime) enqueueFns() (*goja.Object, goja.Value) {
 		return rt.enqueue, rt.check
 	}
 	vm := rt.vm
-	push := func(v goja.Value) {
+	push := func(kind string, args []goja.Value) {
 		if rt.queued != nil {
-			*rt.queued = append(*rt.queued, v)
+			*rt.queued = append(*rt.queued, queuedAction{kind, append([]goja.Value(nil), args...)})
 		}
 	}
 	enq := vm.ToValue(func(call goja.FunctionCall) goja.Value {
-		push(call.Argument(0))
+		push("", []goja.Value{call.Argument(0)})
 		return goja.Undefined()
 	}).ToObject(vm)
-	for _, name := range []string{"assign", "raise", "emit", "log", "sendTo", "sendParent", "forwardTo", "cancel", "spawnChild", "stopChild"} {
-		make, _ := goja.AssertFunction(rt.xs.Get(name))
+	for name := range creatorFields {
 		_ = enq.Set(name, func(call goja.FunctionCall) goja.Value {
-			v, err := make(goja.Undefined(), call.Arguments...)
-			if err != nil {
-				panic(err)
-			}
-			push(v)
+			push(name, call.Arguments)
 			return goja.Undefined()
 		})
 	}
