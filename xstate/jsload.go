@@ -63,7 +63,7 @@ func (l *Loader) loadModule(file string, roots func(*goja.Runtime, *goja.Object)
 	if err != nil {
 		return nil, nil, err
 	}
-	prog, err := goja.Compile(file, code, false)
+	prog, err := goja.Compile(file, rewriteSpreads(code), false)
 	if err != nil {
 		return nil, nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Msg: "cannot compile the bundled module: " + err.Error()}}}
 	}

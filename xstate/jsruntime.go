@@ -244,6 +244,9 @@ func (m *jsModule) newRuntime(describe bool) (*jsRuntime, []any, error) {
 	m.mu.Unlock()
 	var exports *goja.Object
 	err := rt.guard(func() error {
+		if err := installSpread(vm); err != nil {
+			return err
+		}
 		if _, err := vm.RunProgram(m.prelude); err != nil {
 			return err
 		}

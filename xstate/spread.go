@@ -1,0 +1,189 @@
+package xstate
+
+import (
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/dop251/goja"
+	"github.com/dop251/goja/ast"
+	"github.com/dop251/goja/file"
+	"github.com/dop251/goja/parser"
+)
+
+// goja spreads an array into an array literal ([...context.log, entry],
+// the commonest line of XState machines) through the iterator protocol,
+// one result object per element, which makes it many times slower than
+// copying. rewriteSpreads rewrites such literals into a call of a native
+// helper that copies arrays directly and iterates anything else:
+//
+//	[a, ...b, c]  →  __sgSpread("010", [a, b, c])
+//	[...a, b]     →  __sgSpread1(a, [b])
+//
+// Only array literals are rewritten; the text of their elements is kept,
+// so line numbers do not move.
+const spreadHelper = "__sgSpread"
+
+func rewriteSpreads(code string) string {
+	if !strings.Contains(code, "...") {
+		return code
+	}
+	prog, err := parser.ParseFile(nil, "", code, 0, parser.WithDisableSourceMaps)
+	if err != nil {
+		return code // goja.Compile reports it
+	}
+	var lits []*ast.ArrayLiteral
+	collectSpreads(reflect.ValueOf(prog), &lits, map[uintptr]bool{})
+	if len(lits) == 0 {
+		return code
+	}
+	sort.Slice(lits, func(i, j int) bool { return lits[i].LeftBracket < lits[j].LeftBracket })
+	var b strings.Builder
+	pos := 0
+	for i := 0; i < len(lits); {
+		lit := lits[i]
+		start := int(lit.LeftBracket) - 1
+		if start < pos {
+			i++
+			continue
+		}
+		b.WriteString(code[pos:start])
+		end := int(lit.Idx1()) - 1
+		// Literals nested in this one are rewritten inside it.
+		j := i + 1
+		for j < len(lits) && int(lits[j].LeftBracket)-1 < end {
+			j++
+		}
+		b.WriteString(rewriteLiteral(code, lit, lits[i+1:j]))
+		pos = end
+		i = j
+	}
+	b.WriteString(code[pos:])
+	return b.String()
+}
+
+// rewriteLiteral renders one array literal as a helper call, with the
+// literals nested in it rewritten too.
+func rewriteLiteral(code string, lit *ast.ArrayLiteral, nested []*ast.ArrayLiteral) string {
+	var flags strings.Builder
+	var args []string
+	for _, e := range lit.Value {
+		expr := e
+		if s, ok := e.(*ast.SpreadElement); ok {
+			flags.WriteByte('1')
+			expr = s.Expression
+		} else {
+			flags.WriteByte('0')
+		}
+		from, to := int(expr.Idx0())-1, int(expr.Idx1())-1
+		var inner []*ast.ArrayLiteral
+		for _, n := range nested {
+			if s := int(n.LeftBracket) - 1; s >= from && s < to {
+				inner = append(inner, n)
+			}
+		}
+		args = append(args, "("+rewriteRange(code, from, to, inner)+")")
+	}
+	f := flags.String()
+	if f[0] == '1' && !strings.Contains(f[1:], "1") {
+		// [...a, x, y]: a.concat([x, y]) once a is an array.
+		return spreadHelper + "1(" + args[0] + ", [" + strings.Join(args[1:], ", ") + "])"
+	}
+	return spreadHelper + `("` + f + `", [` + strings.Join(args, ", ") + "])"
+}
+
+// rewriteRange renders code[from:to] with the given literals rewritten.
+func rewriteRange(code string, from, to int, lits []*ast.ArrayLiteral) string {
+	var b strings.Builder
+	pos := from
+	for i := 0; i < len(lits); {
+		lit := lits[i]
+		start := int(lit.LeftBracket) - 1
+		if start < pos {
+			i++
+			continue
+		}
+		end := int(lit.Idx1()) - 1
+		j := i + 1
+		for j < len(lits) && int(lits[j].LeftBracket)-1 < end {
+			j++
+		}
+		b.WriteString(code[pos:start])
+		b.WriteString(rewriteLiteral(code, lit, lits[i+1:j]))
+		pos = end
+		i = j
+	}
+	b.WriteString(code[pos:to])
+	return b.String()
+}
+
+var (
+	arrayLiteralType = reflect.TypeOf(&ast.ArrayLiteral{})
+	idxType          = reflect.TypeOf(file.Idx(0))
+)
+
+// collectSpreads finds the array literals with a spread element and no
+// hole, walking the AST by reflection.
+func collectSpreads(v reflect.Value, out *[]*ast.ArrayLiteral, seen map[uintptr]bool) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() || seen[v.Pointer()] {
+			return
+		}
+		seen[v.Pointer()] = true
+		if v.Type() == arrayLiteralType {
+			lit := v.Interface().(*ast.ArrayLiteral)
+			spread, hole := false, false
+			for _, e := range lit.Value {
+				if e == nil {
+					hole = true
+				} else if _, ok := e.(*ast.SpreadElement); ok {
+					spread = true
+				}
+			}
+			if spread && !hole {
+				*out = append(*out, lit)
+			}
+		}
+		collectSpreads(v.Elem(), out, seen)
+	case reflect.Interface:
+		if !v.IsNil() {
+			collectSpreads(v.Elem(), out, seen)
+		}
+	case reflect.Struct:
+		if v.Type() == idxType {
+			return
+		}
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				collectSpreads(v.Field(i), out, seen)
+			}
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			collectSpreads(v.Index(i), out, seen)
+		}
+	}
+}
+
+// spreadSource defines the helper. Arrays are copied with concat, which
+// goja runs natively; anything else goes through Array.from, the iterator
+// protocol, as a spread would.
+const spreadSource = `globalThis.` + spreadHelper + ` = function (flags, values) {
+  var out = [];
+  for (var i = 0; i < values.length; i++) {
+    var v = values[i];
+    if (flags.charCodeAt(i) !== 49) { out.push(v); continue; }
+    out = out.concat(Array.isArray(v) ? v : Array.from(v));
+  }
+  return out;
+};
+globalThis.` + spreadHelper + `1 = function (first, rest) {
+  return (Array.isArray(first) ? first : Array.from(first)).concat(rest);
+};`
+
+// installSpread defines the helper in a runtime.
+func installSpread(vm *goja.Runtime) error {
+	_, err := vm.RunString(spreadSource)
+	return err
+}

@@ -1,0 +1,34 @@
+package xstate
+
+import (
+	"testing"
+
+	"github.com/dop251/goja"
+)
+
+func TestRewriteSpreads(t *testing.T) {
+	for _, tc := range []struct{ src, want string }{
+		{`[...a, 1]`, `[1,2,3,1]`},
+		{`[0, ...[...a, 9], ...'hi']`, `[0,1,2,3,9,"h","i"]`},
+		{`[...new Set([1, 1, 2])]`, `[1,2]`},
+		{`[...[], ...a.map(x => [...[x]])]`, `[[1],[2],[3]]`},
+		{"[...a,\n  4]", `[1,2,3,4]`},
+		{`[, ...a]`, `[null,1,2,3]`},
+		{"`${[...a].length}`", `"3"`},
+		{`Math.max(...a)`, `3`},
+	} {
+		vm := goja.New()
+		if err := installSpread(vm); err != nil {
+			t.Fatal(err)
+		}
+		code := "var a = [1, 2, 3]; JSON.stringify(" + rewriteSpreads(tc.src) + ")"
+		v, err := vm.RunString(code)
+		if err != nil {
+			t.Errorf("%s: %v (rewritten: %s)", tc.src, err, rewriteSpreads(tc.src))
+			continue
+		}
+		if got := v.String(); got != tc.want {
+			t.Errorf("%s = %s, want %s (rewritten: %s)", tc.src, got, tc.want, rewriteSpreads(tc.src))
+		}
+	}
+}
