@@ -25,6 +25,7 @@ type Actor struct {
 	scratch []uint64 // reused by steps for temporary node sets
 	effects []Effect // reused by steps: effects are carried out at once
 	queue   []Event  // reused by steps for the internal queue
+	st      stepper  // the stepper of the step in progress
 
 	// The state of a child that is not a machine.
 	input     any
@@ -139,10 +140,12 @@ func newChild(parent *Actor, id string, logic ActorLogic, input any, sync bool) 
 
 func (a *Actor) acquire() (any, func()) {
 	if a.m == nil || a.m.Impl.Host == nil {
-		return nil, func() {}
+		return nil, noRelease
 	}
 	return a.m.Impl.Host.Acquire()
 }
+
+func noRelease() {}
 
 // Machine returns the actor's machine (nil for a child that is not one).
 func (a *Actor) Machine() *Machine { return a.m }
@@ -194,15 +197,24 @@ func (a *Actor) Send(ev Event) {
 	if a.stopped {
 		return
 	}
-	a.mailbox = append(a.mailbox, ev)
-	if !a.started {
-		return // processed once the actor starts, as XState's mailbox
+	if !a.started || a.busy {
+		// Processed once the actor starts, or once the event in progress
+		// is done, as XState's mailbox.
+		a.mailbox = append(a.mailbox, ev)
+		return
 	}
+	a.busy = true
+	if a.m == nil {
+		a.processLogic(ev)
+	} else {
+		a.process(ev)
+	}
+	a.busy = false
 	a.drain()
 }
 
 func (a *Actor) drain() {
-	if a.busy {
+	if a.busy || len(a.mailbox) == 0 {
 		return
 	}
 	a.busy = true
@@ -221,15 +233,18 @@ func (a *Actor) drain() {
 
 func (a *Actor) process(ev Event) {
 	rt, release := a.acquire()
-	defer release()
 	next, effects, err := a.m.transition(a, a.snap, ev, rt)
 	if err != nil {
+		release()
 		a.snap = a.snap.withStatus(StatusError, nil, err)
 		a.finish()
 		return
 	}
 	a.update(next, effects, rt)
-	a.snap = seal(a.m, rt, a.snap)
+	if rt != nil {
+		a.snap = seal(a.m, rt, a.snap)
+	}
+	release()
 	if a.sync && a.snap.Status == StatusActive {
 		a.sendSnapshot()
 	}

@@ -151,7 +151,10 @@ func (m *Machine) Transition(s *Snapshot, ev Event) (*Snapshot, []Effect, error)
 }
 
 func (m *Machine) transition(actor *Actor, s *Snapshot, ev Event, rt any) (*Snapshot, []Effect, error) {
-	st := &stepper{m: m, actor: actor, running: true, rt: rt, arena: actor.scratch, effects: actor.effects[:0], queue: actor.queue[:0]}
+	// The actor's own stepper: a closure (enqueueActions' check) makes a
+	// stepper escape, and an actor runs one step at a time.
+	st := &actor.st
+	*st = stepper{m: m, actor: actor, running: true, rt: rt, arena: actor.scratch, effects: actor.effects[:0], queue: actor.queue[:0]}
 	next, err := st.macrostep(s, ev)
 	actor.effects = st.effects
 	actor.queue = st.queue[:0:cap(st.queue)]
