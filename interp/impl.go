@@ -8,6 +8,39 @@ type Event struct {
 	// Data holds the event's fields other than "type" (nil when none). It
 	// is shared, never modified.
 	Data map[string]any
+	// probe, when set, records reads of the event's fields (Get).
+	probe *Probe
+}
+
+// Probe records whether code read a field of an event other than its type:
+// a guard that did depends on the payload. Guards written in Go read fields
+// with Event.Get for it to see them; JavaScript guards are seen through a
+// Proxy.
+type Probe struct{ read bool }
+
+// Read reports whether a field other than the type was read.
+func (p *Probe) Read() bool { return p != nil && p.read }
+
+// ProbeEvent returns an event of a type with no payload whose field reads
+// are recorded in the returned Probe.
+func ProbeEvent(typ string) (Event, *Probe) {
+	p := &Probe{}
+	return Event{Type: typ, probe: p}, p
+}
+
+// Probe returns the event's probe, nil for an ordinary event.
+func (e Event) Probe() *Probe { return e.probe }
+
+// Get returns a field of the event ("type" included), noting the read when
+// the event is probed.
+func (e Event) Get(field string) any {
+	if field == "type" {
+		return e.Type
+	}
+	if e.probe != nil {
+		e.probe.read = true
+	}
+	return e.Data[field]
 }
 
 // Object returns the event as one JSON-like object, "type" included.

@@ -18,7 +18,11 @@ import (
 	"stategate/xstate"
 )
 
+// version is the binary's version, as MCP clients see it.
+const version = "0.1.0"
+
 type cli struct {
+	Serve serveCmd `cmd:"" help:"Serve the machines of a folder as an MCP server whose tools follow each workflow's state."`
 	Trace traceCmd `cmd:"" help:"Run a conformance case and print its trace (the format of the conformance README)."`
 	Bench benchCmd `cmd:"" help:"Time conformance cases as bench.sh times XState; one JSON line per case."`
 	Check checkCmd `cmd:"" help:"Validate machine files; exit status 1 when any fails."`

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"stategate/gate"
+	"stategate/store"
+	"stategate/xstate"
+)
+
+type serveCmd struct {
+	Machines  string        `default:"machines" help:"Folder of machine files to serve (subfolders too)."`
+	Data      string        `default:".stategate" help:"Folder of the store."`
+	HTTP      string        `name:"http" placeholder:"ADDR" help:"Serve Streamable HTTP at ADDR/mcp (bound to 127.0.0.1 unless ADDR names a host) instead of stdio."`
+	HandleKey string        `placeholder:"NAME" help:"Argument that picks a workflow instance (a machine's meta.handleKey overrides it)."`
+	Instance  string        `default:"default" help:"The instance that stdio uses for machines with no handle key."`
+	JSTimeout time.Duration `name:"js-timeout" default:"1s" help:"Time limit of one call into a machine's JavaScript."`
+}
+
+func (c *serveCmd) Run(stdout io.Writer) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	st := store.NewMemory()
+	defer st.Close()
+	opts := gate.Options{Store: st, Logger: log, Name: "stategate", Version: version}
+	if c.HTTP == "" {
+		opts.SharedInstance = c.Instance
+	}
+	g := gate.New(opts)
+	loader := &xstate.Loader{Timeout: c.JSTimeout}
+	ms, errs := gate.LoadDir(loader, c.Machines, c.HandleKey, log)
+	for _, err := range errs {
+		log.Error("machine not served", "err", err)
+	}
+	if err := g.SetMachines(ms); err != nil {
+		return err
+	}
+	for _, m := range ms {
+		log.Info("serving", "machine", m.ID, "file", m.File, "tools", len(m.Tools)+2, "handleKey", m.HandleKey)
+	}
+	if len(ms) == 0 {
+		log.Warn("no machine to serve", "folder", c.Machines)
+	}
+	if c.HTTP == "" {
+		log.Info("serving MCP over stdio")
+		return g.ServeStdio(ctx, os.Stdin, stdout)
+	}
+	addr := listenAddr(c.HTTP)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: g.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
+	log.Info("serving MCP over Streamable HTTP", "url", fmt.Sprintf("http://%s/mcp", ln.Addr()))
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shut); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// listenAddr binds to 127.0.0.1 unless the address names a host: "8080"
+// and ":8080" listen on loopback only.
+func listenAddr(a string) string {
+	if !strings.Contains(a, ":") {
+		return "127.0.0.1:" + a
+	}
+	if strings.HasPrefix(a, ":") {
+		return "127.0.0.1" + a
+	}
+	return a
+}

@@ -1,0 +1,479 @@
+// Package gate is stategate's MCP side: it serves machines as workflows
+// whose events are MCP tools, lists a tool only while the caller's
+// instance of the workflow would take its event, refuses a call to a tool
+// that is not listed, moves the instance on a call that is, stores the new
+// snapshot before answering, and tells every session whose tool list
+// changed (notifications/tools/list_changed).
+//
+// It owns tools from machines, listing and call gating, instances and
+// their handles, sessions, and notifications; machines come from the
+// xstate package and snapshots are kept by a store.Store.
+package gate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"stategate/interp"
+	"stategate/store"
+)
+
+// DefaultInstance is the instance of a machine with no handle key that a
+// session without its own instance (stdio) uses.
+const DefaultInstance = "default"
+
+// Options configure a Gate.
+type Options struct {
+	// Store keeps the instances; a memory store when nil.
+	Store store.Store
+	// Logger receives the gate's logs; slog.Default() when nil.
+	Logger *slog.Logger
+	// SharedInstance, when set, names the one instance that every session
+	// uses for machines with no handle key (stdio). When empty, each MCP
+	// session has its own (HTTP).
+	SharedInstance string
+	// Name and Version are the server's, as MCP clients see them.
+	Name, Version string
+}
+
+// Gate serves machines over MCP.
+type Gate struct {
+	opts  Options
+	log   *slog.Logger
+	store store.Store
+	srv   *server.MCPServer
+
+	mu       sync.RWMutex
+	machines map[string]*Machine // by id
+	tools    map[string]toolRef  // by tool name
+
+	locks keyedMutex
+
+	sessMu   sync.Mutex
+	sessions map[string]*session
+}
+
+// toolRef is what a tool name stands for.
+type toolRef struct {
+	m    *Machine
+	kind toolKind
+	tool *Tool // for event tools
+}
+
+type toolKind uint8
+
+const (
+	eventTool toolKind = iota
+	statusTool
+	resetTool
+)
+
+// session is what the gate knows of an MCP session.
+type session struct {
+	id string
+	mu sync.Mutex
+	// handles are the instances the session used last, by machine (for
+	// machines with a handle key).
+	handles map[string]string
+	// last is the tool list the session was last shown or told about.
+	last []string
+}
+
+// New makes a gate serving no machine yet.
+func New(opts Options) *Gate {
+	g := &Gate{opts: opts, log: opts.Logger, store: opts.Store, machines: map[string]*Machine{}, tools: map[string]toolRef{}, sessions: map[string]*session{}}
+	if g.log == nil {
+		g.log = slog.Default()
+	}
+	if g.store == nil {
+		g.store = store.NewMemory()
+	}
+	if opts.Name == "" {
+		opts.Name = "stategate"
+	}
+	hooks := &server.Hooks{}
+	hooks.AddOnRegisterSession(func(ctx context.Context, s server.ClientSession) { g.addSession(ctx, s.SessionID()) })
+	hooks.AddOnUnregisterSession(func(ctx context.Context, s server.ClientSession) { g.dropSession(s.SessionID()) })
+	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, result *mcp.ListToolsResult) {
+		if result != nil {
+			result.Tools = g.listFor(ctx, g.sessionOf(ctx))
+		}
+	})
+	g.srv = server.NewMCPServer(opts.Name, opts.Version,
+		server.WithToolCapabilities(true),
+		server.WithHooks(hooks),
+		server.WithRecovery(),
+		server.WithInstructions("Each tool moves a workflow one step. Only the tools that the workflow accepts in its current state are listed; call the status tool of a workflow to see where it is and what it allows."),
+	)
+	return g
+}
+
+// Server returns the MCP server, to serve over a transport.
+func (g *Gate) Server() *server.MCPServer { return g.srv }
+
+// Machines returns the served machines, sorted by id.
+func (g *Gate) Machines() []*Machine {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	out := make([]*Machine, 0, len(g.machines))
+	for _, m := range g.machines {
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// ErrToolClash is returned by SetMachines when two machines make tools of
+// one name.
+var ErrToolClash = errors.New("tool name clash")
+
+// SetMachines replaces the served machines. Tools of machines no longer
+// served are removed; sessions whose tool list changes are told.
+func (g *Gate) SetMachines(ms []*Machine) error {
+	tools := map[string]toolRef{}
+	ids := map[string]*Machine{}
+	add := func(name string, ref toolRef) error {
+		if other, dup := tools[name]; dup {
+			return fmt.Errorf("%w: %s is a tool of %s (%s) and of %s (%s)", ErrToolClash, name, other.m.ID, other.m.File, ref.m.ID, ref.m.File)
+		}
+		tools[name] = ref
+		return nil
+	}
+	for _, m := range ms {
+		if other, dup := ids[m.ID]; dup {
+			return fmt.Errorf("%w: machine id %q is used by %s and %s", ErrToolClash, m.ID, other.File, m.File)
+		}
+		ids[m.ID] = m
+		for _, t := range m.Tools {
+			if err := add(t.Name, toolRef{m: m, kind: eventTool, tool: t}); err != nil {
+				return err
+			}
+		}
+		if err := add(m.StatusTool, toolRef{m: m, kind: statusTool}); err != nil {
+			return err
+		}
+		if err := add(m.ResetTool, toolRef{m: m, kind: resetTool}); err != nil {
+			return err
+		}
+	}
+	g.mu.Lock()
+	old := g.tools
+	g.machines, g.tools = ids, tools
+	g.mu.Unlock()
+	var gone []string
+	for name := range old {
+		if _, ok := tools[name]; !ok {
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) > 0 {
+		g.srv.DeleteTools(gone...)
+	}
+	var add2 []server.ServerTool
+	for name, ref := range tools {
+		add2 = append(add2, server.ServerTool{Tool: g.mcpTool(name, ref, false), Handler: g.handle})
+	}
+	sort.Slice(add2, func(i, j int) bool { return add2[i].Tool.Name < add2[j].Tool.Name })
+	g.srv.AddTools(add2...)
+	g.refreshAll(context.Background())
+	return nil
+}
+
+// mcpTool describes a tool to MCP clients.
+func (g *Gate) mcpTool(name string, ref toolRef, compact bool) mcp.Tool {
+	var desc string
+	var schema map[string]any
+	readOnly := false
+	switch ref.kind {
+	case eventTool:
+		desc, schema = ref.tool.Description, ref.tool.Schema
+		if compact && ref.tool.Compact != "" {
+			desc = ref.tool.Compact
+		}
+	case statusTool:
+		desc = fmt.Sprintf("Show where the %s workflow is: its state, status, context, and the tools it allows now.", ref.m.ID)
+		schema, readOnly = ref.m.statusSchema(), true
+	case resetTool:
+		desc = fmt.Sprintf("Start the %s workflow afresh: it is finished (done or failed) and takes no other step.", ref.m.ID)
+		schema = ref.m.statusSchema()
+	}
+	raw, _ := json.Marshal(schema)
+	t := mcp.NewToolWithRawSchema(name, desc, raw)
+	t.Annotations.ReadOnlyHint = &readOnly
+	destructive := false
+	t.Annotations.DestructiveHint = &destructive
+	return t
+}
+
+func (g *Gate) lookup(name string) (toolRef, bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	ref, ok := g.tools[name]
+	return ref, ok
+}
+
+// --- sessions ---
+
+func (g *Gate) sessionOf(ctx context.Context) *session {
+	cs := server.ClientSessionFromContext(ctx)
+	if cs == nil {
+		return nil
+	}
+	g.sessMu.Lock()
+	defer g.sessMu.Unlock()
+	s := g.sessions[cs.SessionID()]
+	if s == nil {
+		s = &session{id: cs.SessionID(), handles: map[string]string{}}
+		g.sessions[s.id] = s
+	}
+	return s
+}
+
+func (g *Gate) addSession(ctx context.Context, id string) {
+	s := &session{id: id, handles: map[string]string{}}
+	s.last = g.names(g.listFor(ctx, s))
+	g.sessMu.Lock()
+	if _, exists := g.sessions[id]; !exists {
+		g.sessions[id] = s
+	}
+	g.sessMu.Unlock()
+}
+
+func (g *Gate) dropSession(id string) {
+	g.sessMu.Lock()
+	delete(g.sessions, id)
+	g.sessMu.Unlock()
+}
+
+func (g *Gate) allSessions() []*session {
+	g.sessMu.Lock()
+	defer g.sessMu.Unlock()
+	out := make([]*session, 0, len(g.sessions))
+	for _, s := range g.sessions {
+		out = append(out, s)
+	}
+	return out
+}
+
+// instanceOf returns the handle of the instance a session sees of a
+// machine: for a machine with a handle key, the one it used last ("" when
+// none: it sees the initial state); else its own, or the shared one.
+func (g *Gate) instanceOf(s *session, m *Machine) string {
+	if m.HandleKey != "" {
+		if s == nil {
+			return ""
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.handles[m.ID]
+	}
+	if g.opts.SharedInstance != "" || s == nil {
+		return g.shared()
+	}
+	return s.id
+}
+
+func (g *Gate) shared() string {
+	if g.opts.SharedInstance != "" {
+		return g.opts.SharedInstance
+	}
+	return DefaultInstance
+}
+
+// --- listing ---
+
+// view is what an instance allows now.
+type view struct {
+	snap    *interp.Snapshot
+	tools   []string // names, sorted: event tools allowed, and the status or reset tool
+	initial bool     // in the machine's initial state
+}
+
+// viewOf computes what an instance allows: the events it would take
+// (snapshot.can), keeping a tool whose guard said no after reading the
+// event's payload (the call decides); none but reset once it is done or
+// failed; the status tool always.
+func (g *Gate) viewOf(m *Machine, s *interp.Snapshot) view {
+	v := view{snap: s, tools: []string{m.StatusTool}, initial: m.initialState(s)}
+	if s.Status != interp.StatusActive {
+		v.tools = append(v.tools, m.ResetTool)
+	} else {
+		for _, t := range m.Tools {
+			if allows(s, t) {
+				v.tools = append(v.tools, t.Name)
+			}
+		}
+	}
+	sort.Strings(v.tools)
+	return v
+}
+
+// listFor computes a session's tool list.
+func (g *Gate) listFor(ctx context.Context, s *session) []mcp.Tool {
+	var out []mcp.Tool
+	for _, m := range g.Machines() {
+		v, err := g.current(ctx, m, g.instanceOf(s, m))
+		if err != nil {
+			g.log.Warn("cannot load instance for listing", "machine", m.ID, "err", err)
+			out = append(out, g.mcpTool(m.StatusTool, toolRef{m: m, kind: statusTool}, false))
+			continue
+		}
+		for _, name := range v.tools {
+			ref, ok := g.lookup(name)
+			if ok {
+				out = append(out, g.mcpTool(name, ref, v.initial))
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	if s != nil {
+		s.mu.Lock()
+		s.last = g.names(out)
+		s.mu.Unlock()
+	}
+	return out
+}
+
+func (g *Gate) names(ts []mcp.Tool) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.Name + "\x00" + t.Description
+	}
+	return out
+}
+
+// current returns an instance's view: its stored snapshot, or the
+// machine's initial state when it has none (nothing is created).
+func (g *Gate) current(ctx context.Context, m *Machine, handle string) (view, error) {
+	if handle == "" {
+		init, _, err := m.M.Initial(nil)
+		if err != nil {
+			return view{}, err
+		}
+		return g.viewOf(m, init), nil
+	}
+	snap, _, err := g.load(ctx, m, handle)
+	if err != nil {
+		return view{}, err
+	}
+	return g.viewOf(m, snap), nil
+}
+
+// refresh tells every session that sees one of the given instances, or
+// all sessions when keys is nil, that its tool list changed, when it did.
+func (g *Gate) refresh(ctx context.Context, m *Machine, handle string) {
+	for _, s := range g.allSessions() {
+		if m != nil && g.instanceOf(s, m) != handle {
+			continue
+		}
+		g.refreshSession(ctx, s)
+	}
+}
+
+func (g *Gate) refreshAll(ctx context.Context) {
+	for _, s := range g.allSessions() {
+		g.refreshSession(ctx, s)
+	}
+}
+
+func (g *Gate) refreshSession(ctx context.Context, s *session) {
+	s.mu.Lock()
+	before := s.last
+	s.mu.Unlock()
+	now := g.names(g.listFor(ctx, s))
+	if slices.Equal(before, now) {
+		return
+	}
+	if err := g.srv.SendNotificationToSpecificClient(s.id, "notifications/tools/list_changed", nil); err != nil {
+		g.log.Debug("cannot notify session", "session", s.id, "err", err)
+	}
+}
+
+// --- instances ---
+
+// load restores an instance from the store, or starts a new one (running
+// its entry actions) when it has none; version 0 means not stored yet.
+func (g *Gate) load(ctx context.Context, m *Machine, handle string) (*interp.Snapshot, uint64, error) {
+	rec, version, err := g.store.Load(ctx, store.Key{Machine: m.ID, Handle: handle})
+	if errors.Is(err, store.ErrNotFound) {
+		a := interp.NewActor(m.M, interp.ActorOptions{ID: m.ID})
+		a.Start()
+		return a.Snapshot(), 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	var p interp.Persisted
+	if err := json.Unmarshal(rec.Snapshot, &p); err != nil {
+		return nil, 0, fmt.Errorf("instance %s/%s: %w", m.ID, handle, err)
+	}
+	snap, err := m.M.Restore(&p)
+	if err != nil {
+		return nil, 0, fmt.Errorf("instance %s/%s: %w", m.ID, handle, err)
+	}
+	return snap, version, nil
+}
+
+// save stores an instance's new snapshot if nobody changed it since it was
+// loaded.
+func (g *Gate) save(ctx context.Context, m *Machine, handle string, snap *interp.Snapshot, version uint64) error {
+	data, err := json.Marshal(snap)
+	if err != nil {
+		return err
+	}
+	_, err = g.store.Save(ctx, store.Key{Machine: m.ID, Handle: handle}, store.Record{Snapshot: data, MachineVersion: m.Version}, version)
+	return err
+}
+
+// keyedMutex serializes work per key.
+type keyedMutex struct {
+	mu    sync.Mutex
+	locks map[string]*keyLock
+}
+
+type keyLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+func (k *keyedMutex) lock(key string) func() {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = map[string]*keyLock{}
+	}
+	l := k.locks[key]
+	if l == nil {
+		l = &keyLock{}
+		k.locks[key] = l
+	}
+	l.refs++
+	k.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		k.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(k.locks, key)
+		}
+		k.mu.Unlock()
+	}
+}
+
+func instanceKey(m *Machine, handle string) string { return m.ID + "\x00" + handle }
+
+func joinTools(names []string) string {
+	if len(names) == 0 {
+		return "(none)"
+	}
+	return strings.Join(names, ", ")
+}

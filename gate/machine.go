@@ -1,0 +1,272 @@
+package gate
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"stategate/interp"
+	"stategate/xstate"
+)
+
+// Machine is a machine served as a workflow: its tools, built from the
+// events its states name.
+type Machine struct {
+	ID        string
+	File      string
+	Version   string // content hash of the file (and its implementations)
+	M         *interp.Machine
+	HandleKey string // the argument that picks the instance; "" for none
+
+	Tools      []*Tool // event tools, sorted by name
+	StatusTool string  // the name of the status tool (M_status, or M__status)
+	ResetTool  string  // the name of the reset tool
+	byEvent    map[string]*Tool
+	initValue  string // the initial state value, as JSON
+}
+
+// Tool is the MCP tool of one event of a machine.
+type Tool struct {
+	Name        string
+	Event       string
+	Description string
+	// Compact is the description while the instance is in the machine's
+	// initial state (meta.tool.compactDescription), "" when none.
+	Compact string
+	Schema  map[string]any // the input schema as listed
+	schema  *jsonschema.Schema
+	machine *Machine
+}
+
+// toolName is M_e: e is E in lower case with every character outside
+// [a-z0-9_-] replaced by '_'.
+func toolName(machine, event string) string {
+	return sanitize(machine) + "_" + sanitize(event)
+}
+
+func sanitize(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}
+
+// machineID is the machine's XState id, else its file name.
+func machineID(m *interp.Machine, file string) string {
+	if m.ID != "" && m.ID != "(machine)" {
+		return m.ID
+	}
+	base := filepath.Base(file)
+	return strings.TrimSuffix(base, filepath.Ext(base))
+}
+
+// LoadMachine loads a machine file and builds its tools. defaultHandleKey
+// applies when the machine's meta sets none.
+func LoadMachine(l *xstate.Loader, file, defaultHandleKey string) (*Machine, []xstate.Diagnostic, error) {
+	m, warns, err := l.Load(file)
+	if err != nil {
+		return nil, warns, err
+	}
+	var missing []xstate.Diagnostic
+	for _, d := range xstate.MissingDiagnostics(file, m) {
+		if d.Warning {
+			warns = append(warns, d)
+		} else {
+			missing = append(missing, d)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, warns, &xstate.LoadError{File: file, Diags: missing}
+	}
+	gm, err := newMachine(m, file, defaultHandleKey)
+	if err != nil {
+		return nil, warns, &xstate.LoadError{File: file, Diags: []xstate.Diagnostic{{File: file, Msg: err.Error()}}}
+	}
+	gm.Version = fileVersion(file)
+	return gm, warns, nil
+}
+
+// fileVersion hashes a machine file and its implementations module.
+func fileVersion(file string) string {
+	h := sha256.New()
+	for _, f := range []string{file, xstate.ImplementationsFile(file)} {
+		if f == "" {
+			continue
+		}
+		if data, err := os.ReadFile(f); err == nil {
+			h.Write(data)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// toolMeta is a transition's meta.tool.
+type toolMeta struct {
+	Name               string         `json:"name"`
+	CompactDescription string         `json:"compactDescription"`
+	InputSchema        map[string]any `json:"inputSchema"`
+}
+
+func metaTool(meta any) toolMeta {
+	var tm toolMeta
+	m, ok := meta.(map[string]any)
+	if !ok {
+		return tm
+	}
+	t, ok := m["tool"].(map[string]any)
+	if !ok {
+		return tm
+	}
+	tm.Name, _ = t["name"].(string)
+	tm.CompactDescription, _ = t["compactDescription"].(string)
+	tm.InputSchema, _ = t["inputSchema"].(map[string]any)
+	return tm
+}
+
+func newMachine(m *interp.Machine, file, defaultHandleKey string) (*Machine, error) {
+	gm := &Machine{ID: machineID(m, file), File: file, M: m, HandleKey: defaultHandleKey, byEvent: map[string]*Tool{}}
+	if meta, ok := m.Root.Meta.(map[string]any); ok {
+		if k, ok := meta["handleKey"].(string); ok {
+			gm.HandleKey = k
+		}
+	}
+	names := map[string]string{} // tool name -> event
+	for _, ev := range m.EventTypes {
+		t := &Tool{Event: ev, machine: gm}
+		var accepting []string
+		var tm toolMeta
+		for _, n := range m.Nodes {
+			ts := n.Transitions(ev)
+			if len(ts) == 0 {
+				continue
+			}
+			accepting = append(accepting, n.PathString())
+			for _, tr := range ts {
+				if t.Description == "" && tr.Description != "" {
+					t.Description = tr.Description
+				}
+				mt := metaTool(tr.Meta)
+				if tm.Name == "" {
+					tm.Name = mt.Name
+				}
+				if tm.CompactDescription == "" {
+					tm.CompactDescription = mt.CompactDescription
+				}
+				if tm.InputSchema == nil {
+					tm.InputSchema = mt.InputSchema
+				}
+			}
+		}
+		t.Name = toolName(gm.ID, ev)
+		if tm.Name != "" {
+			t.Name = tm.Name
+		}
+		if other, dup := names[t.Name]; dup {
+			return nil, fmt.Errorf("events %q and %q both make a tool named %q; give one a meta.tool.name", other, ev, t.Name)
+		}
+		names[t.Name] = ev
+		if t.Description == "" {
+			t.Description = fmt.Sprintf("Send %s to the %s workflow. Accepted in: %s.", ev, gm.ID, strings.Join(accepting, ", "))
+		}
+		t.Compact = tm.CompactDescription
+		schema, err := inputSchema(tm.InputSchema, gm.HandleKey)
+		if err != nil {
+			return nil, fmt.Errorf("tool %s: inputSchema: %w", t.Name, err)
+		}
+		t.Schema = schema
+		if t.schema, err = compileSchema(t.Name, schema); err != nil {
+			return nil, fmt.Errorf("tool %s: inputSchema: %w", t.Name, err)
+		}
+		gm.Tools = append(gm.Tools, t)
+		gm.byEvent[ev] = t
+	}
+	sort.Slice(gm.Tools, func(i, j int) bool { return gm.Tools[i].Name < gm.Tools[j].Name })
+	// Built-in tools yield to the machine's own: a RESET event keeps
+	// M_reset, and the built-in becomes M__reset.
+	builtin := func(what string) string {
+		name := sanitize(gm.ID) + "_" + what
+		if _, taken := names[name]; taken {
+			name = sanitize(gm.ID) + "__" + what
+		}
+		return name
+	}
+	gm.StatusTool = builtin("status")
+	gm.ResetTool = builtin("reset")
+	if init, _, err := m.Initial(nil); err == nil {
+		b, _ := json.Marshal(init.Value())
+		gm.initValue = string(b)
+	}
+	return gm, nil
+}
+
+// inputSchema is the tool's schema: the one given, or an object accepting
+// any properties; with a handle key, that argument is required.
+func inputSchema(given map[string]any, handleKey string) (map[string]any, error) {
+	schema := map[string]any{"type": "object"}
+	if given != nil {
+		// Copy, so the machine's meta is not changed.
+		data, err := json.Marshal(given)
+		if err != nil {
+			return nil, err
+		}
+		schema = nil
+		if err := json.Unmarshal(data, &schema); err != nil {
+			return nil, err
+		}
+		if t, ok := schema["type"]; ok && t != "object" {
+			return nil, fmt.Errorf("the type must be \"object\", not %v", t)
+		}
+		schema["type"] = "object"
+	}
+	if handleKey != "" {
+		props, _ := schema["properties"].(map[string]any)
+		if props == nil {
+			props = map[string]any{}
+		}
+		props[handleKey] = map[string]any{"type": "string", "minLength": 1, "description": "Which instance of the workflow to act on."}
+		schema["properties"] = props
+		req, _ := schema["required"].([]any)
+		has := false
+		for _, r := range req {
+			has = has || r == handleKey
+		}
+		if !has {
+			schema["required"] = append([]any{handleKey}, req...)
+		}
+	}
+	return schema, nil
+}
+
+func compileSchema(name string, schema map[string]any) (*jsonschema.Schema, error) {
+	c := jsonschema.NewCompiler()
+	url := "tool://" + name
+	if err := c.AddResource(url, schema); err != nil {
+		return nil, err
+	}
+	return c.Compile(url)
+}
+
+// statusSchema is the input schema of the status and reset tools.
+func (m *Machine) statusSchema() map[string]any {
+	s, _ := inputSchema(nil, m.HandleKey)
+	return s
+}
+
+// initialState reports whether a snapshot is in the machine's initial
+// configuration (for compact descriptions).
+func (m *Machine) initialState(s *interp.Snapshot) bool {
+	b, _ := json.Marshal(s.Value())
+	return string(b) == m.initValue
+}

@@ -1,0 +1,153 @@
+package gate
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"stategate/xstate"
+)
+
+// LoadDir loads every machine file under dir (subfolders included; dot
+// folders, dotfiles, backups, cases and implementations modules skipped).
+// A file that fails is reported and skipped, so one broken file does not
+// keep the others from being served.
+func LoadDir(l *xstate.Loader, dir, handleKey string, log *slog.Logger) ([]*Machine, []error) {
+	var files []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != dir && strings.HasPrefix(d.Name(), ".") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && xstate.IsMachineFile(path) {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, []error{err}
+	}
+	sort.Strings(files)
+	var ms []*Machine
+	var errs []error
+	for _, f := range files {
+		m, warns, err := LoadMachine(l, f, handleKey)
+		for _, w := range warns {
+			log.Warn(w.String())
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ms = append(ms, m)
+	}
+	return ms, errs
+}
+
+// ServeStdio serves MCP over standard input and output until ctx ends or
+// the input closes.
+func (g *Gate) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	s := server.NewStdioServer(g.srv)
+	s.SetErrorLogger(slog.NewLogLogger(g.log.Handler(), slog.LevelError))
+	err := s.Listen(ctx, in, out)
+	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+// HTTPHandler serves MCP over Streamable HTTP at /mcp. Session ids are
+// ones this process issued (an unknown or old id gets 404, so the client
+// starts a new session); the protocol is pinned to the session-based
+// revisions (up to 2025-11-25), since tool lists are per session; requests
+// from a foreign Origin are refused.
+func (g *Gate) HTTPHandler() http.Handler {
+	ids := &sessionIDs{live: map[string]bool{}}
+	h := server.NewStreamableHTTPServer(g.srv,
+		server.WithEndpointPath("/mcp"),
+		server.WithSessionIdManager(ids),
+		server.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
+		server.WithStreamableHTTPLogger(g.log),
+	)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", h)
+	return originGuard(mux)
+}
+
+// sessionIDs issues session ids and knows which are live.
+type sessionIDs struct {
+	mu   sync.Mutex
+	live map[string]bool
+}
+
+func (s *sessionIDs) Generate() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	s.mu.Lock()
+	s.live[id] = true
+	s.mu.Unlock()
+	return id
+}
+
+var errUnknownSession = errors.New("unknown session")
+
+func (s *sessionIDs) Validate(id string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.live[id] {
+		return false, errUnknownSession
+	}
+	return false, nil
+}
+
+func (s *sessionIDs) Terminate(id string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.live, id)
+	return false, nil
+}
+
+// originGuard refuses requests whose Origin is not the server's own host
+// or a loopback host: a web page elsewhere may not drive local tools.
+func originGuard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o != "" && !allowedOrigin(o, r.Host) {
+			http.Error(w, "Forbidden: foreign Origin", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func allowedOrigin(origin, host string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if strings.EqualFold(u.Host, host) {
+		return true
+	}
+	h := u.Hostname()
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,111 @@
+// Package store persists workflow instances: each instance's snapshot,
+// saved only if nobody saved it since it was loaded (compare-and-swap on a
+// version). It owns the Store interface and its in-memory implementation;
+// the gate uses it and knows nothing of how records are kept.
+package store
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// ErrNotFound is returned by Load for an instance that was never saved.
+var ErrNotFound = errors.New("instance not found")
+
+// ErrConflict is returned by Save when the instance changed since the
+// version the caller loaded.
+var ErrConflict = errors.New("instance changed concurrently")
+
+// Key names an instance: a machine and a handle.
+type Key struct {
+	Machine string
+	Handle  string
+}
+
+// Record is a stored instance.
+type Record struct {
+	// Snapshot is the instance's persisted snapshot (interp.Persisted as
+	// JSON).
+	Snapshot []byte
+	// MachineVersion is the content hash of the machine that made it.
+	MachineVersion string
+	// Updated is when it was saved.
+	Updated time.Time
+}
+
+// Store keeps instances. Version 0 means "not stored yet": Save with
+// version 0 creates the instance, and fails with ErrConflict if it exists.
+type Store interface {
+	Load(ctx context.Context, k Key) (rec Record, version uint64, err error)
+	Save(ctx context.Context, k Key, rec Record, version uint64) (newVersion uint64, err error)
+	Delete(ctx context.Context, k Key) error
+	List(ctx context.Context) ([]Key, error)
+	Close() error
+}
+
+// Memory is a Store in memory, for tests and for a server that may forget.
+type Memory struct {
+	mu   sync.Mutex
+	recs map[Key]memRecord
+}
+
+type memRecord struct {
+	rec     Record
+	version uint64
+}
+
+// NewMemory returns an empty in-memory store.
+func NewMemory() *Memory { return &Memory{recs: map[Key]memRecord{}} }
+
+// Load returns an instance's record and version.
+func (m *Memory) Load(ctx context.Context, k Key) (Record, uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return Record{}, 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.recs[k]
+	if !ok {
+		return Record{}, 0, ErrNotFound
+	}
+	return r.rec, r.version, nil
+}
+
+// Save stores a record if the instance is still at version.
+func (m *Memory) Save(ctx context.Context, k Key, rec Record, version uint64) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.recs[k].version != version {
+		return 0, ErrConflict
+	}
+	rec.Snapshot = append([]byte(nil), rec.Snapshot...)
+	m.recs[k] = memRecord{rec, version + 1}
+	return version + 1, nil
+}
+
+// Delete removes an instance.
+func (m *Memory) Delete(ctx context.Context, k Key) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.recs, k)
+	return nil
+}
+
+// List returns the stored instances' keys.
+func (m *Memory) List(ctx context.Context) ([]Key, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	keys := make([]Key, 0, len(m.recs))
+	for k := range m.recs {
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+// Close does nothing.
+func (m *Memory) Close() error { return nil }
