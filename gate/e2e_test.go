@@ -1,0 +1,394 @@
+package gate_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"stategate/gate"
+	"stategate/store"
+	"stategate/xstate"
+)
+
+// testMachines are served besides the bundled examples.
+var testMachines = map[string]string{
+	"order.json": `{
+  "id": "order",
+  "meta": { "handleKey": "order_id" },
+  "initial": "open",
+  "context": { "items": 0 },
+  "states": {
+    "open": { "on": { "ADD": { "actions": "addItem" }, "CLOSE": "closed" } },
+    "closed": { "on": { "REOPEN": "open" } }
+  }
+}`,
+	"order.impl.mjs": `import { assign } from 'xstate';
+export default { actions: { addItem: assign({ items: ({ context }) => context.items + 1 }) } };`,
+	"lamp.json": `{
+  "id": "lamp",
+  "initial": "off",
+  "states": {
+    "off": { "on": { "ON": "on" } },
+    "on": { "on": { "OFF": "off", "BREAK": "broken" } },
+    "broken": { "type": "final" }
+  }
+}`,
+}
+
+// setup copies the bundled machines and the test machines into a folder
+// and serves them over HTTP on loopback.
+func setup(t *testing.T) (url string, g *gate.Gate) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, f := range []string{"invoice.json", "invoice.impl.ts", "payment.ts", "db-migration.mjs"} {
+		data, err := os.ReadFile(filepath.Join("..", "machines", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for f, src := range testMachines {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	g = gate.New(gate.Options{Store: store.NewMemory(), Logger: log})
+	ms, errs := gate.LoadDir(&xstate.Loader{}, dir, "", log)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if err := g.SetMachines(ms); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g.HTTPHandler())
+	t.Cleanup(srv.Close)
+	return srv.URL + "/mcp", g
+}
+
+// mcpClient is a session with the notifications it got.
+type mcpClient struct {
+	*client.Client
+	t       *testing.T
+	changed chan struct{}
+}
+
+func connect(t *testing.T, url string) *mcpClient {
+	t.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	c, err := client.NewStreamableHttpClient(url, transport.WithContinuousListening(), transport.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mc := &mcpClient{Client: c, t: t, changed: make(chan struct{}, 100)}
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method == "notifications/tools/list_changed" {
+			mc.changed <- struct{}{}
+		}
+	})
+	req := mcp.InitializeRequest{}
+	req.Params.ProtocolVersion = mcp.ProtocolVersion20251125
+	req.Params.ClientInfo = mcp.Implementation{Name: "e2e", Version: "1"}
+	if _, err := c.Initialize(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return mc
+}
+
+func (c *mcpClient) tools() map[string]mcp.Tool {
+	c.t.Helper()
+	res, err := c.ListTools(context.Background(), mcp.ListToolsRequest{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	out := map[string]mcp.Tool{}
+	for _, tl := range res.Tools {
+		out[tl.Name] = tl
+	}
+	return out
+}
+
+// call calls a tool and returns its result's text and structured content.
+func (c *mcpClient) call(name string, args map[string]any) (text string, sc map[string]any, isError bool) {
+	c.t.Helper()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = name
+	req.Params.Arguments = args
+	res, err := c.CallTool(context.Background(), req)
+	if err != nil {
+		c.t.Fatalf("call %s: %v", name, err)
+	}
+	if len(res.Content) > 0 {
+		if tc, ok := res.Content[0].(mcp.TextContent); ok {
+			text = tc.Text
+		}
+	}
+	data, _ := json.Marshal(res.StructuredContent)
+	_ = json.Unmarshal(data, &sc)
+	return text, sc, res.IsError
+}
+
+// awaitChanged waits for a list_changed notification.
+func (c *mcpClient) awaitChanged() {
+	c.t.Helper()
+	select {
+	case <-c.changed:
+	case <-time.After(5 * time.Second):
+		c.t.Fatal("no notifications/tools/list_changed")
+	}
+}
+
+// noChange checks that no list_changed arrives within a short while (an
+// absence cannot be awaited).
+func (c *mcpClient) noChange() {
+	c.t.Helper()
+	select {
+	case <-c.changed:
+		c.t.Fatal("unexpected notifications/tools/list_changed")
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+func (c *mcpClient) drain() {
+	for {
+		select {
+		case <-c.changed:
+		default:
+			return
+		}
+	}
+}
+
+func names(m map[string]mcp.Tool) []string {
+	var out []string
+	for n := range m {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestListFollowsState(t *testing.T) {
+	url, _ := setup(t)
+	a := connect(t, url)
+	tools := a.tools()
+	for _, want := range []string{"invoice_add_line", "invoice_submit", "invoice_status", "payment_authorize", "lamp_on", "order_status"} {
+		if _, ok := tools[want]; !ok {
+			t.Errorf("%s not listed; listed: %v", want, names(tools))
+		}
+	}
+	for _, hidden := range []string{"invoice_approve", "invoice_remove_line", "invoice_discharge", "payment_capture", "lamp_off", "lamp_reset", "migration_start"} {
+		if _, ok := tools[hidden]; ok {
+			t.Errorf("%s listed in the initial state", hidden)
+		}
+	}
+	// Progressive disclosure: the compact description in the initial state.
+	if d := tools["invoice_submit"].Description; d != "Submit for review." {
+		t.Errorf("invoice_submit description %q", d)
+	}
+
+	a.drain()
+	text, sc, isErr := a.call("invoice_submit", nil)
+	if isErr || sc["state"] != "review" || !strings.Contains(text, "review") {
+		t.Fatalf("submit: %v %s %v", isErr, text, sc)
+	}
+	if !slices.Contains(anyStrings(sc["tools"]), "invoice_approve") {
+		t.Fatalf("tools after submit: %v", sc["tools"])
+	}
+	a.awaitChanged()
+	tools = a.tools()
+	if _, ok := tools["invoice_approve"]; !ok {
+		t.Fatalf("invoice_approve not listed in review: %v", names(tools))
+	}
+	if _, ok := tools["invoice_submit"]; ok {
+		t.Fatal("invoice_submit still listed in review")
+	}
+	if d := tools["invoice_request_changes"].Description; !strings.HasPrefix(d, "Send the invoice back") {
+		t.Errorf("full description outside the initial state: %q", d)
+	}
+}
+
+func anyStrings(v any) []string {
+	var out []string
+	if list, ok := v.([]any); ok {
+		for _, x := range list {
+			if s, ok := x.(string); ok {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+func TestForbiddenOnTheCallPath(t *testing.T) {
+	url, _ := setup(t)
+	a := connect(t, url)
+	text, sc, isErr := a.call("invoice_approve", nil)
+	if !isErr || !strings.HasPrefix(text, "FORBIDDEN") || sc["error"] != "FORBIDDEN" || sc["state"] != "draft" {
+		t.Fatalf("approve in draft: %v %q %v", isErr, text, sc)
+	}
+	allowed := anyStrings(sc["allowed"])
+	if !slices.Contains(allowed, "invoice_submit") || slices.Contains(allowed, "invoice_approve") {
+		t.Fatalf("allowed: %v", allowed)
+	}
+	// The machine did not move.
+	_, sc, _ = a.call("invoice_status", nil)
+	if sc["state"] != "draft" {
+		t.Fatalf("state after a forbidden call: %v", sc["state"])
+	}
+}
+
+func TestRejectedWhenAPayloadGuardSaysNo(t *testing.T) {
+	url, _ := setup(t)
+	a := connect(t, url)
+	// The guard reads the amount: the tool is listed and the call decides.
+	if _, ok := a.tools()["payment_authorize"]; !ok {
+		t.Fatal("payment_authorize not listed")
+	}
+	text, sc, isErr := a.call("payment_authorize", map[string]any{"amount": 5000})
+	if !isErr || !strings.HasPrefix(text, "REJECTED") || sc["state"] != "pending" {
+		t.Fatalf("authorize 5000: %v %q %v", isErr, text, sc)
+	}
+	_, sc, isErr = a.call("payment_authorize", map[string]any{"amount": 120})
+	if isErr || sc["state"] != "authorized" {
+		t.Fatalf("authorize 120: %v %v", isErr, sc)
+	}
+	ctx, _ := sc["context"].(map[string]any)
+	if ctx["authorized"] != 120.0 {
+		t.Fatalf("context %v", ctx)
+	}
+}
+
+func TestInvalidArguments(t *testing.T) {
+	url, _ := setup(t)
+	a := connect(t, url)
+	text, _, isErr := a.call("invoice_add_line", map[string]any{"description": "Widgets", "amount": "ten"})
+	if !isErr || !strings.HasPrefix(text, "INVALID_ARGUMENTS") || !strings.Contains(text, "/amount") {
+		t.Fatalf("bad amount: %v %q", isErr, text)
+	}
+	_, sc, _ := a.call("invoice_status", nil)
+	if lines := sc["context"].(map[string]any)["lines"]; len(lines.([]any)) != 0 {
+		t.Fatalf("a refused call changed the context: %v", sc["context"])
+	}
+}
+
+func TestDoneListsReset(t *testing.T) {
+	url, _ := setup(t)
+	a := connect(t, url)
+	a.call("lamp_on", nil)
+	_, sc, _ := a.call("lamp_break", nil)
+	if sc["status"] != "done" {
+		t.Fatalf("lamp_break: %v", sc)
+	}
+	tools := a.tools()
+	if _, ok := tools["lamp_reset"]; !ok {
+		t.Fatalf("lamp_reset not listed once done: %v", names(tools))
+	}
+	for _, n := range []string{"lamp_on", "lamp_off", "lamp_break"} {
+		if _, ok := tools[n]; ok {
+			t.Fatalf("%s listed once done", n)
+		}
+	}
+	_, sc, isErr := a.call("lamp_reset", nil)
+	if isErr || sc["state"] != "off" || sc["status"] != "active" {
+		t.Fatalf("reset: %v %v", isErr, sc)
+	}
+}
+
+func TestHandleKeysAcrossSessions(t *testing.T) {
+	url, _ := setup(t)
+	a, b, c := connect(t, url), connect(t, url), connect(t, url)
+	if _, ok := a.tools()["order_add"]; !ok {
+		t.Fatal("order_add not listed")
+	}
+	if schema := a.tools()["order_add"].InputSchema; !slices.Equal(schema.Required, []string{"order_id"}) {
+		t.Fatalf("order_add schema: %+v", schema)
+	}
+	text, _, isErr := a.call("order_add", nil)
+	if !isErr || !strings.Contains(text, `"order_id"`) {
+		t.Fatalf("a call without the handle: %v %q", isErr, text)
+	}
+	a.call("order_add", map[string]any{"order_id": "42"})
+	_, sc, _ := b.call("order_status", map[string]any{"order_id": "42"})
+	if items := sc["context"].(map[string]any)["items"]; items != 1.0 {
+		t.Fatalf("b sees items=%v on order 42", items)
+	}
+	b.drain()
+	c.drain()
+	// A closes order 42: b, which used 42 last, sees its list change; c,
+	// which never used an order, does not.
+	a.call("order_close", map[string]any{"order_id": "42"})
+	b.awaitChanged()
+	c.noChange()
+	if _, ok := b.tools()["order_reopen"]; !ok {
+		t.Fatal("b does not list order_reopen for the closed order 42")
+	}
+	if _, ok := c.tools()["order_reopen"]; ok {
+		t.Fatal("c lists order_reopen: it sees no order")
+	}
+}
+
+func TestSessionsHaveTheirOwnInstances(t *testing.T) {
+	url, _ := setup(t)
+	a, b := connect(t, url), connect(t, url)
+	b.drain()
+	a.call("lamp_on", nil)
+	b.noChange()
+	if _, ok := b.tools()["lamp_on"]; !ok {
+		t.Fatal("b's lamp moved with a's")
+	}
+}
+
+func TestParallelCallsOnOneInstance(t *testing.T) {
+	url, _ := setup(t)
+	const n = 50
+	clients := make([]*mcpClient, 5)
+	for i := range clients {
+		clients[i] = connect(t, url)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, n)
+	for i := range n {
+		wg.Add(1)
+		go func(c *mcpClient) {
+			defer wg.Done()
+			req := mcp.CallToolRequest{}
+			req.Params.Name = "order_add"
+			req.Params.Arguments = map[string]any{"order_id": "busy"}
+			res, err := c.CallTool(context.Background(), req)
+			if err != nil || res.IsError {
+				errs <- fmt.Sprint(err, res)
+			}
+		}(clients[i%len(clients)])
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	_, sc, _ := clients[0].call("order_status", map[string]any{"order_id": "busy"})
+	if items := sc["context"].(map[string]any)["items"]; items != float64(n) {
+		t.Fatalf("%d parallel calls gave items=%v", n, items)
+	}
+}

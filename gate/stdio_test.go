@@ -1,0 +1,78 @@
+package gate_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// buildBinary builds cmd/stategate once per test run.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "stategate")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/stategate")
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestStdio runs the built binary as an MCP client starts it: a
+// subprocess with only PATH and HOME in its environment.
+func TestStdio(t *testing.T) {
+	bin := buildBinary(t)
+	dir, _ := filepath.Abs(filepath.Join("..", "machines"))
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	c, err := client.NewStdioMCPClient(bin, env, "serve", "--machines", dir, "--data", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil { // wires notifications
+		t.Fatal(err)
+	}
+	changed := make(chan struct{}, 10)
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method == "notifications/tools/list_changed" {
+			changed <- struct{}{}
+		}
+	})
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.ProtocolVersion20251125
+	init.Params.ClientInfo = mcp.Implementation{Name: "stdio-e2e", Version: "1"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	mc := &mcpClient{Client: c, t: t, changed: changed}
+	tools := mc.tools()
+	if _, ok := tools["invoice_submit"]; !ok {
+		t.Fatalf("tools: %v", names(tools))
+	}
+	text, sc, isErr := mc.call("invoice_approve", nil)
+	if !isErr || !strings.HasPrefix(text, "FORBIDDEN") {
+		t.Fatalf("approve in draft: %v %q", isErr, text)
+	}
+	_, sc, isErr = mc.call("invoice_add_line", map[string]any{"description": "Consulting", "amount": 1200})
+	if isErr || sc["state"] != "draft" {
+		t.Fatalf("add line: %v %v", isErr, sc)
+	}
+	_, sc, isErr = mc.call("invoice_submit", nil)
+	if isErr || sc["state"] != "review" {
+		t.Fatalf("submit: %v %v", isErr, sc)
+	}
+	mc.awaitChanged()
+	if _, ok := mc.tools()["invoice_approve"]; !ok {
+		t.Fatal("invoice_approve not listed in review")
+	}
+}
