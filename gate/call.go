@@ -67,12 +67,13 @@ func (g *Gate) callEvent(ctx context.Context, t *Tool, handle string, args map[s
 	unlock := g.locks.lock(instanceKey(m, handle))
 	defer unlock()
 	for attempt := 0; ; attempt++ {
-		snap, version, err := g.load(ctx, m, handle)
+		in, err := g.load(ctx, m, handle)
 		if err != nil {
 			return errorResult("ERROR", "ERROR: "+err.Error(), nil), nil
 		}
-		if !allows(snap, t) {
-			return refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", t.Name, stateString(snap)), m, handle, g.viewOf(m, snap)), nil
+		snap := in.snap
+		if !contains(g.view(in).tools, t.Name) {
+			return refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", t.Name, stateString(snap)), m, handle, g.view(in)), nil
 		}
 		if err := validate(t, args); err != nil {
 			return errorResult("INVALID_ARGUMENTS", "INVALID_ARGUMENTS: "+err.Error(), map[string]any{"tool": t.Name}), nil
@@ -83,7 +84,7 @@ func (g *Gate) callEvent(ctx context.Context, t *Tool, handle string, args map[s
 			if err != nil {
 				why += ": " + err.Error()
 			}
-			return refusal("REJECTED", why, m, handle, g.viewOf(m, snap)), nil
+			return refusal("REJECTED", why, m, handle, g.view(in)), nil
 		}
 		var emitted []map[string]any
 		a := interp.NewActor(m.M, interp.ActorOptions{ID: m.ID, Snapshot: snap, OnEmit: func(e interp.Event) { emitted = append(emitted, e.Object()) }})
@@ -99,14 +100,14 @@ func (g *Gate) callEvent(ctx context.Context, t *Tool, handle string, args map[s
 			return errorResult("ERROR", fmt.Sprintf("ERROR: %s failed: %s (the instance keeps its state %s)", t.Name, msg, stateString(snap)),
 				map[string]any{"error": "ERROR", "message": msg, "state": snap.Value()}), nil
 		}
-		err = g.save(ctx, m, handle, next, version)
+		saved, err := g.save(ctx, in, next)
 		if errors.Is(err, store.ErrConflict) && attempt < maxSaveRetries {
 			continue
 		}
 		if err != nil {
 			return errorResult("ERROR", "ERROR: cannot store the instance: "+err.Error(), nil), nil
 		}
-		after := g.viewOf(m, next)
+		after := g.view(saved)
 		g.refresh(context.WithoutCancel(ctx), m, handle)
 		return success(m, handle, after, emitted), nil
 	}
@@ -114,11 +115,11 @@ func (g *Gate) callEvent(ctx context.Context, t *Tool, handle string, args map[s
 
 // status answers the status tool.
 func (g *Gate) status(ctx context.Context, m *Machine, handle string) (*mcp.CallToolResult, error) {
-	snap, _, err := g.load(ctx, m, handle)
+	in, err := g.load(ctx, m, handle)
 	if err != nil {
 		return errorResult("ERROR", "ERROR: "+err.Error(), nil), nil
 	}
-	return success(m, handle, g.viewOf(m, snap), nil), nil
+	return success(m, handle, g.view(in), nil), nil
 }
 
 // reset starts an instance afresh; it is allowed only once the instance is
@@ -126,11 +127,12 @@ func (g *Gate) status(ctx context.Context, m *Machine, handle string) (*mcp.Call
 func (g *Gate) reset(ctx context.Context, m *Machine, handle string) (*mcp.CallToolResult, error) {
 	unlock := g.locks.lock(instanceKey(m, handle))
 	defer unlock()
-	snap, version, err := g.load(ctx, m, handle)
+	in, err := g.load(ctx, m, handle)
 	if err != nil {
 		return errorResult("ERROR", "ERROR: "+err.Error(), nil), nil
 	}
-	before := g.viewOf(m, snap)
+	snap := in.snap
+	before := g.view(in)
 	if !contains(before.tools, m.ResetTool) {
 		return refusal("FORBIDDEN", fmt.Sprintf("%s is allowed only once the workflow is done or failed; it is %s in state %s", m.ResetTool, snap.Status, stateString(snap)), m, handle, before), nil
 	}
@@ -138,10 +140,11 @@ func (g *Gate) reset(ctx context.Context, m *Machine, handle string) (*mcp.CallT
 	a.Start()
 	fresh := a.Snapshot()
 	a.Stop()
-	if err := g.save(ctx, m, handle, fresh, version); err != nil {
+	saved, err := g.save(ctx, in, fresh)
+	if err != nil {
 		return errorResult("ERROR", "ERROR: cannot store the instance: "+err.Error(), nil), nil
 	}
-	after := g.viewOf(m, fresh)
+	after := g.view(saved)
 	g.refresh(context.WithoutCancel(ctx), m, handle)
 	return success(m, handle, after, nil), nil
 }

@@ -59,6 +59,9 @@ type Gate struct {
 
 	locks keyedMutex
 
+	cacheMu sync.Mutex
+	cache   map[string]*instance // by instanceKey
+
 	sessMu   sync.Mutex
 	sessions map[string]*session
 }
@@ -68,6 +71,9 @@ type toolRef struct {
 	m    *Machine
 	kind toolKind
 	tool *Tool // for event tools
+	// full and compact are the tool as listed, outside and in the
+	// machine's initial state.
+	full, compact mcp.Tool
 }
 
 type toolKind uint8
@@ -91,7 +97,7 @@ type session struct {
 
 // New makes a gate serving no machine yet.
 func New(opts Options) *Gate {
-	g := &Gate{opts: opts, log: opts.Logger, store: opts.Store, machines: map[string]*Machine{}, tools: map[string]toolRef{}, sessions: map[string]*session{}}
+	g := &Gate{opts: opts, log: opts.Logger, store: opts.Store, machines: map[string]*Machine{}, tools: map[string]toolRef{}, sessions: map[string]*session{}, cache: map[string]*instance{}}
 	if g.log == nil {
 		g.log = slog.Default()
 	}
@@ -149,6 +155,12 @@ func (g *Gate) SetMachines(ms []*Machine) error {
 		tools[name] = ref
 		return nil
 	}
+	add0 := add
+	add = func(name string, ref toolRef) error {
+		ref.full = g.mcpTool(name, ref, false)
+		ref.compact = g.mcpTool(name, ref, true)
+		return add0(name, ref)
+	}
 	for _, m := range ms {
 		if other, dup := ids[m.ID]; dup {
 			return fmt.Errorf("%w: machine id %q is used by %s and %s", ErrToolClash, m.ID, other.File, m.File)
@@ -180,8 +192,8 @@ func (g *Gate) SetMachines(ms []*Machine) error {
 		g.srv.DeleteTools(gone...)
 	}
 	var add2 []server.ServerTool
-	for name, ref := range tools {
-		add2 = append(add2, server.ServerTool{Tool: g.mcpTool(name, ref, false), Handler: g.handle})
+	for _, ref := range tools {
+		add2 = append(add2, server.ServerTool{Tool: ref.full, Handler: g.handle})
 	}
 	sort.Slice(add2, func(i, j int) bool { return add2[i].Tool.Name < add2[j].Tool.Name })
 	g.srv.AddTools(add2...)
@@ -325,13 +337,18 @@ func (g *Gate) listFor(ctx context.Context, s *session) []mcp.Tool {
 		v, err := g.current(ctx, m, g.instanceOf(s, m))
 		if err != nil {
 			g.log.Warn("cannot load instance for listing", "machine", m.ID, "err", err)
-			out = append(out, g.mcpTool(m.StatusTool, toolRef{m: m, kind: statusTool}, false))
+			if ref, ok := g.lookup(m.StatusTool); ok {
+				out = append(out, ref.full)
+			}
 			continue
 		}
 		for _, name := range v.tools {
-			ref, ok := g.lookup(name)
-			if ok {
-				out = append(out, g.mcpTool(name, ref, v.initial))
+			if ref, ok := g.lookup(name); ok {
+				if v.initial {
+					out = append(out, ref.compact)
+				} else {
+					out = append(out, ref.full)
+				}
 			}
 		}
 	}
@@ -356,17 +373,21 @@ func (g *Gate) names(ts []mcp.Tool) []string {
 // machine's initial state when it has none (nothing is created).
 func (g *Gate) current(ctx context.Context, m *Machine, handle string) (view, error) {
 	if handle == "" {
-		init, _, err := m.M.Initial(nil)
-		if err != nil {
-			return view{}, err
+		m.initOnce.Do(func() {
+			if init, _, err := m.M.Initial(nil); err == nil {
+				m.initView = g.viewOf(m, init)
+			}
+		})
+		if m.initView.snap == nil {
+			return view{}, errors.New("the machine cannot start")
 		}
-		return g.viewOf(m, init), nil
+		return m.initView, nil
 	}
-	snap, _, err := g.load(ctx, m, handle)
+	in, err := g.load(ctx, m, handle)
 	if err != nil {
 		return view{}, err
 	}
-	return g.viewOf(m, snap), nil
+	return g.view(in), nil
 }
 
 // refresh tells every session that sees one of the given instances, or
@@ -401,38 +422,98 @@ func (g *Gate) refreshSession(ctx context.Context, s *session) {
 
 // --- instances ---
 
-// load restores an instance from the store, or starts a new one (running
-// its entry actions) when it has none; version 0 means not stored yet.
-func (g *Gate) load(ctx context.Context, m *Machine, handle string) (*interp.Snapshot, uint64, error) {
+// instance is a loaded workflow instance: an immutable snapshot at a
+// version of the store, and what it allows (computed once).
+type instance struct {
+	m       *Machine
+	handle  string
+	snap    *interp.Snapshot
+	version uint64 // 0: not stored yet
+
+	once sync.Once
+	v    view
+}
+
+// view returns what the instance allows now.
+func (g *Gate) view(in *instance) view {
+	in.once.Do(func() { in.v = g.viewOf(in.m, in.snap) })
+	return in.v
+}
+
+// maxCached bounds the instances kept in memory.
+const maxCached = 1 << 14
+
+// load returns an instance: from the cache, else restored from the store,
+// else started afresh (its entry actions run) and not stored yet. The
+// cache is authoritative: this process is the only writer of its store.
+func (g *Gate) load(ctx context.Context, m *Machine, handle string) (*instance, error) {
+	key := instanceKey(m, handle)
+	g.cacheMu.Lock()
+	in := g.cache[key]
+	g.cacheMu.Unlock()
+	if in != nil && in.m == m {
+		return in, nil
+	}
 	rec, version, err := g.store.Load(ctx, store.Key{Machine: m.ID, Handle: handle})
-	if errors.Is(err, store.ErrNotFound) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		a := interp.NewActor(m.M, interp.ActorOptions{ID: m.ID})
 		a.Start()
-		return a.Snapshot(), 0, nil
+		in = &instance{m: m, handle: handle, snap: a.Snapshot()}
+		a.Stop()
+	case err != nil:
+		return nil, err
+	default:
+		var p interp.Persisted
+		if err := json.Unmarshal(rec.Snapshot, &p); err != nil {
+			return nil, fmt.Errorf("instance %s/%s: %w", m.ID, handle, err)
+		}
+		snap, err := m.M.Restore(&p)
+		if err != nil {
+			return nil, fmt.Errorf("instance %s/%s: %w", m.ID, handle, err)
+		}
+		in = &instance{m: m, handle: handle, snap: snap, version: version}
 	}
-	if err != nil {
-		return nil, 0, err
+	g.remember(key, in)
+	return in, nil
+}
+
+func (g *Gate) remember(key string, in *instance) {
+	g.cacheMu.Lock()
+	defer g.cacheMu.Unlock()
+	if len(g.cache) >= maxCached {
+		for k := range g.cache { // drop an arbitrary eighth
+			delete(g.cache, k)
+			if len(g.cache) < maxCached*7/8 {
+				break
+			}
+		}
 	}
-	var p interp.Persisted
-	if err := json.Unmarshal(rec.Snapshot, &p); err != nil {
-		return nil, 0, fmt.Errorf("instance %s/%s: %w", m.ID, handle, err)
-	}
-	snap, err := m.M.Restore(&p)
-	if err != nil {
-		return nil, 0, fmt.Errorf("instance %s/%s: %w", m.ID, handle, err)
-	}
-	return snap, version, nil
+	g.cache[key] = in
+}
+
+func (g *Gate) forget(key string) {
+	g.cacheMu.Lock()
+	delete(g.cache, key)
+	g.cacheMu.Unlock()
 }
 
 // save stores an instance's new snapshot if nobody changed it since it was
-// loaded.
-func (g *Gate) save(ctx context.Context, m *Machine, handle string, snap *interp.Snapshot, version uint64) error {
+// loaded, and returns the stored instance.
+func (g *Gate) save(ctx context.Context, in *instance, snap *interp.Snapshot) (*instance, error) {
 	data, err := json.Marshal(snap)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, err = g.store.Save(ctx, store.Key{Machine: m.ID, Handle: handle}, store.Record{Snapshot: data, MachineVersion: m.Version}, version)
-	return err
+	key := instanceKey(in.m, in.handle)
+	v, err := g.store.Save(ctx, store.Key{Machine: in.m.ID, Handle: in.handle}, store.Record{Snapshot: data, MachineVersion: in.m.Version}, in.version)
+	if err != nil {
+		g.forget(key) // reload from the store next time
+		return nil, err
+	}
+	next := &instance{m: in.m, handle: in.handle, snap: snap, version: v}
+	g.remember(key, next)
+	return next, nil
 }
 
 // keyedMutex serializes work per key.

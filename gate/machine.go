@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -30,6 +31,8 @@ type Machine struct {
 	ResetTool  string  // the name of the reset tool
 	byEvent    map[string]*Tool
 	initValue  string // the initial state value, as JSON
+	initOnce   sync.Once
+	initView   view // what a session that has no instance sees
 }
 
 // Tool is the MCP tool of one event of a machine.

@@ -3,7 +3,7 @@
 import { assign } from 'xstate';
 
 type Line = { description: string; amount: number };
-type Ctx = { lines: Line[]; total: number; paid: number; approvalLimit: number; notes: string[] };
+type Ctx = { lines: Line[]; total: number; paid: number; approvalLimit: number; revisions: number; lastReason: string | null };
 type Ev = { type: string; description?: string; amount?: number; reason?: string };
 
 const sum = (lines: Line[]) => lines.reduce((t, l) => t + l.amount, 0);
@@ -25,7 +25,10 @@ export default {
       const lines = context.lines.slice(0, -1);
       return { lines, total: sum(lines) };
     }),
-    recordReason: assign({ notes: ({ context, event }: { context: Ctx; event: Ev }) => [...context.notes, event.reason!] }),
+    recordReason: assign(({ context, event }: { context: Ctx; event: Ev }) => ({
+      revisions: context.revisions + 1,
+      lastReason: event.reason!,
+    })),
     recordPayment: assign({ paid: ({ context, event }: { context: Ctx; event: Ev }) => context.paid + event.amount! }),
   },
 };

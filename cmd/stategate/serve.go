@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -26,6 +27,7 @@ type serveCmd struct {
 	HandleKey string        `placeholder:"NAME" help:"Argument that picks a workflow instance (a machine's meta.handleKey overrides it)."`
 	Instance  string        `default:"default" help:"The instance that stdio uses for machines with no handle key."`
 	JSTimeout time.Duration `name:"js-timeout" default:"1s" help:"Time limit of one call into a machine's JavaScript."`
+	Pprof     string        `hidden:"" placeholder:"ADDR" help:"Serve net/http/pprof at ADDR (loopback), for profiling."`
 }
 
 func (c *serveCmd) Run(stdout io.Writer) error {
@@ -33,6 +35,14 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	if c.Pprof != "" {
+		go func() {
+			mux := http.NewServeMux()
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			log.Info("pprof", "err", http.ListenAndServe(listenAddr(c.Pprof), mux))
+		}()
+	}
 	st := store.NewMemory()
 	defer st.Close()
 	opts := gate.Options{Store: st, Logger: log, Name: "stategate", Version: version}
