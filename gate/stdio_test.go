@@ -76,3 +76,37 @@ func TestStdio(t *testing.T) {
 		t.Fatal("invoice_approve not listed in review")
 	}
 }
+
+// TestStdioRestartResumes stops the server and starts it again on the same
+// store: the instance is where it was.
+func TestStdioRestartResumes(t *testing.T) {
+	bin := buildBinary(t)
+	machines, _ := filepath.Abs(filepath.Join("..", "machines"))
+	data := t.TempDir()
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	start := func() *mcpClient {
+		c, err := client.NewStdioMCPClient(bin, env, "serve", "--machines", machines, "--data", data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		init := mcp.InitializeRequest{}
+		init.Params.ProtocolVersion = mcp.ProtocolVersion20251125
+		if _, err := c.Initialize(context.Background(), init); err != nil {
+			t.Fatal(err)
+		}
+		return &mcpClient{Client: c, t: t, changed: make(chan struct{}, 10)}
+	}
+	a := start()
+	a.call("invoice_add_line", map[string]any{"description": "Audit", "amount": 800})
+	a.call("invoice_submit", nil)
+	if err := a.Close(); err != nil { // closes stdin: the server shuts down
+		t.Fatal(err)
+	}
+	b := start()
+	defer b.Close()
+	_, sc, isErr := b.call("invoice_status", nil)
+	ctx, _ := sc["context"].(map[string]any)
+	if isErr || sc["state"] != "review" || ctx["total"] != 800.0 {
+		t.Fatalf("after a restart: %v %v", isErr, sc)
+	}
+}

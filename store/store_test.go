@@ -3,13 +3,29 @@ package store
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"sync"
 	"testing"
 )
 
-func TestMemoryCompareAndSwap(t *testing.T) {
+// stores runs a test on every implementation.
+func stores(t *testing.T, f func(t *testing.T, s Store)) {
+	t.Run("memory", func(t *testing.T) { f(t, NewMemory()) })
+	t.Run("badger", func(t *testing.T) {
+		b, err := OpenBadger(t.TempDir(), BadgerOptions{GCInterval: -1, Logger: quietLog()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		f(t, b)
+	})
+}
+
+func TestCompareAndSwap(t *testing.T) { stores(t, testCompareAndSwap) }
+
+func testCompareAndSwap(t *testing.T, s Store) {
 	ctx := context.Background()
-	s := NewMemory()
 	k := Key{"invoice", "42"}
 	if _, _, err := s.Load(ctx, k); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("load of a new key: %v", err)
@@ -34,9 +50,10 @@ func TestMemoryCompareAndSwap(t *testing.T) {
 	}
 }
 
-func TestMemoryConcurrentIncrements(t *testing.T) {
+func TestConcurrentIncrements(t *testing.T) { stores(t, testConcurrentIncrements) }
+
+func testConcurrentIncrements(t *testing.T, s Store) {
 	ctx := context.Background()
-	s := NewMemory()
 	k := Key{"m", "h"}
 	var wg sync.WaitGroup
 	for range 20 {
@@ -63,5 +80,45 @@ func TestMemoryConcurrentIncrements(t *testing.T) {
 	rec, v, _ := s.Load(ctx, k)
 	if len(rec.Snapshot) != 20 || v != 20 {
 		t.Fatalf("%d increments kept, version %d", len(rec.Snapshot), v)
+	}
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func TestBadgerPersistsAndLocks(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b, err := OpenBadger(dir, BadgerOptions{Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := Key{"invoice", "7"}
+	if _, err := b.Save(ctx, k, Record{Snapshot: []byte(`{"value":"review"}`), MachineVersion: "abc"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenBadger(dir, BadgerOptions{Logger: quietLog()}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second open: %v, want ErrLocked", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err = OpenBadger(dir, BadgerOptions{Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	rec, v, err := b.Load(ctx, k)
+	if err != nil || v != 1 || string(rec.Snapshot) != `{"value":"review"}` || rec.MachineVersion != "abc" {
+		t.Fatalf("after reopening: %s %q %v %v", rec.Snapshot, rec.MachineVersion, v, err)
+	}
+	keys, err := b.List(ctx)
+	if err != nil || len(keys) != 1 || keys[0] != k {
+		t.Fatalf("list: %v %v", keys, err)
+	}
+	if err := b.Delete(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Load(ctx, k); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after delete: %v", err)
 	}
 }

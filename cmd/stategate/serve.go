@@ -28,6 +28,7 @@ type serveCmd struct {
 	Instance  string        `default:"default" help:"The instance that stdio uses for machines with no handle key."`
 	JSTimeout time.Duration `name:"js-timeout" default:"1s" help:"Time limit of one call into a machine's JavaScript."`
 	Pprof     string        `hidden:"" placeholder:"ADDR" help:"Serve net/http/pprof at ADDR (loopback), for profiling."`
+	NoSync    bool          `help:"Answer calls before their state reaches the disk (faster; a crash may lose the last calls)."`
 }
 
 func (c *serveCmd) Run(stdout io.Writer) error {
@@ -43,8 +44,15 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 			log.Info("pprof", "err", http.ListenAndServe(listenAddr(c.Pprof), mux))
 		}()
 	}
-	st := store.NewMemory()
-	defer st.Close()
+	st, err := store.OpenBadger(c.Data, store.BadgerOptions{NoSync: c.NoSync, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			log.Error("closing the store", "err", err)
+		}
+	}()
 	opts := gate.Options{Store: st, Logger: log, Name: "stategate", Version: version}
 	if c.HTTP == "" {
 		opts.SharedInstance = c.Instance
@@ -65,7 +73,7 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 		log.Warn("no machine to serve", "folder", c.Machines)
 	}
 	if c.HTTP == "" {
-		log.Info("serving MCP over stdio")
+		log.Info("serving MCP over stdio", "store", c.Data)
 		return g.ServeStdio(ctx, os.Stdin, stdout)
 	}
 	addr := listenAddr(c.HTTP)
@@ -74,7 +82,7 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 		return err
 	}
 	srv := &http.Server{Handler: g.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
-	log.Info("serving MCP over Streamable HTTP", "url", fmt.Sprintf("http://%s/mcp", ln.Addr()))
+	log.Info("serving MCP over Streamable HTTP", "url", fmt.Sprintf("http://%s/mcp", ln.Addr()), "store", c.Data)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

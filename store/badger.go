@@ -1,0 +1,226 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// ErrLocked is returned by OpenBadger when another process holds the
+// store's folder (a running server, most likely).
+var ErrLocked = errors.New("store in use by another process")
+
+// BadgerOptions configure a Badger store.
+type BadgerOptions struct {
+	// NoSync lets writes return before they reach the disk (faster; the
+	// last writes may be lost in a crash). Off by default: a save is
+	// durable when Save returns, and concurrent saves share fsyncs.
+	NoSync bool
+	// GCInterval is how often the value log is garbage collected (10
+	// minutes when zero; negative: never).
+	GCInterval time.Duration
+	Logger     *slog.Logger
+}
+
+// Badger is a Store in an embedded Badger database.
+type Badger struct {
+	db   *badger.DB
+	log  *slog.Logger
+	stop chan struct{}
+	done sync.WaitGroup
+}
+
+// OpenBadger opens (or creates) a store in dir, sized for a small local
+// server rather than Badger's defaults.
+func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	opts := badger.DefaultOptions(dir).
+		WithSyncWrites(!o.NoSync).
+		WithLogger(badgerLogger{log}).
+		WithNumMemtables(2).
+		WithMemTableSize(8 << 20).
+		WithBaseTableSize(2 << 20).
+		WithNumLevelZeroTables(4).
+		WithNumLevelZeroTablesStall(8).
+		WithValueLogFileSize(64 << 20).
+		WithBlockCacheSize(16 << 20).
+		WithIndexCacheSize(8 << 20).
+		WithNumCompactors(2).
+		WithValueThreshold(4 << 10)
+	db, err := badger.Open(opts)
+	if err != nil {
+		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
+			return nil, fmt.Errorf("%w: %s is held by another stategate (is a server running on it?)", ErrLocked, dir)
+		}
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	b := &Badger{db: db, log: log, stop: make(chan struct{})}
+	every := o.GCInterval
+	if every == 0 {
+		every = 10 * time.Minute
+	}
+	if every > 0 {
+		b.done.Add(1)
+		go b.gc(every)
+	}
+	return b, nil
+}
+
+func (b *Badger) gc(every time.Duration) {
+	defer b.done.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-t.C:
+			for b.db.RunValueLogGC(0.5) == nil {
+			}
+		}
+	}
+}
+
+const instancePrefix = "i/"
+
+func keyOf(k Key) []byte { return []byte(instancePrefix + k.Machine + "\x00" + k.Handle) }
+
+func keyFrom(b []byte) (Key, bool) {
+	s := strings.TrimPrefix(string(b), instancePrefix)
+	m, h, ok := strings.Cut(s, "\x00")
+	return Key{Machine: m, Handle: h}, ok
+}
+
+// A stored value is: version (8 bytes), updated (8 bytes, Unix ns), the
+// machine version's length (2 bytes) and bytes, then the snapshot.
+func encode(rec Record, version uint64) []byte {
+	out := make([]byte, 0, 18+len(rec.MachineVersion)+len(rec.Snapshot))
+	out = binary.BigEndian.AppendUint64(out, version)
+	out = binary.BigEndian.AppendUint64(out, uint64(rec.Updated.UnixNano()))
+	out = binary.BigEndian.AppendUint16(out, uint16(len(rec.MachineVersion)))
+	out = append(out, rec.MachineVersion...)
+	return append(out, rec.Snapshot...)
+}
+
+func decode(v []byte) (Record, uint64, error) {
+	if len(v) < 18 {
+		return Record{}, 0, errors.New("corrupt record")
+	}
+	version := binary.BigEndian.Uint64(v)
+	updated := time.Unix(0, int64(binary.BigEndian.Uint64(v[8:])))
+	n := int(binary.BigEndian.Uint16(v[16:]))
+	if len(v) < 18+n {
+		return Record{}, 0, errors.New("corrupt record")
+	}
+	rec := Record{MachineVersion: string(v[18 : 18+n]), Updated: updated, Snapshot: append([]byte(nil), v[18+n:]...)}
+	return rec, version, nil
+}
+
+// Load returns an instance's record and version.
+func (b *Badger) Load(ctx context.Context, k Key) (Record, uint64, error) {
+	var rec Record
+	var version uint64
+	err := b.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(keyOf(k))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			rec, version, err = decode(v)
+			return err
+		})
+	})
+	return rec, version, err
+}
+
+// Save stores a record if the instance is still at version, in one
+// transaction; a transaction that collides with another is retried.
+func (b *Badger) Save(ctx context.Context, k Key, rec Record, version uint64) (uint64, error) {
+	if rec.Updated.IsZero() {
+		rec.Updated = time.Now()
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		err := b.db.Update(func(txn *badger.Txn) error {
+			item, err := txn.Get(keyOf(k))
+			var cur uint64
+			switch {
+			case errors.Is(err, badger.ErrKeyNotFound):
+			case err != nil:
+				return err
+			default:
+				if err := item.Value(func(v []byte) error {
+					_, cur, err = decode(v)
+					return err
+				}); err != nil {
+					return err
+				}
+			}
+			if cur != version {
+				return ErrConflict
+			}
+			return txn.Set(keyOf(k), encode(rec, version+1))
+		})
+		if errors.Is(err, badger.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		return version + 1, nil
+	}
+}
+
+// Delete removes an instance.
+func (b *Badger) Delete(ctx context.Context, k Key) error {
+	return b.db.Update(func(txn *badger.Txn) error { return txn.Delete(keyOf(k)) })
+}
+
+// List returns the stored instances' keys.
+func (b *Badger) List(ctx context.Context) ([]Key, error) {
+	var keys []Key
+	err := b.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.PrefetchValues = false
+		opts.Prefix = []byte(instancePrefix)
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if k, ok := keyFrom(it.Item().Key()); ok {
+				keys = append(keys, k)
+			}
+		}
+		return nil
+	})
+	return keys, err
+}
+
+// Close stops the garbage collector and closes the database.
+func (b *Badger) Close() error {
+	close(b.stop)
+	b.done.Wait()
+	return b.db.Close()
+}
+
+// badgerLogger sends Badger's logs to slog: its warnings and errors only.
+type badgerLogger struct{ log *slog.Logger }
+
+func (l badgerLogger) Errorf(f string, a ...any)   { l.log.Error("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...))) }
+func (l badgerLogger) Warningf(f string, a ...any) { l.log.Warn("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...))) }
+func (l badgerLogger) Infof(string, ...any)        {}
+func (l badgerLogger) Debugf(string, ...any)       {}
