@@ -220,7 +220,11 @@ func (b *Badger) Close() error {
 // badgerLogger sends Badger's logs to slog: its warnings and errors only.
 type badgerLogger struct{ log *slog.Logger }
 
-func (l badgerLogger) Errorf(f string, a ...any)   { l.log.Error("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...))) }
-func (l badgerLogger) Warningf(f string, a ...any) { l.log.Warn("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...))) }
-func (l badgerLogger) Infof(string, ...any)        {}
-func (l badgerLogger) Debugf(string, ...any)       {}
+func (l badgerLogger) Errorf(f string, a ...any) {
+	l.log.Error("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...)))
+}
+func (l badgerLogger) Warningf(f string, a ...any) {
+	l.log.Warn("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...)))
+}
+func (l badgerLogger) Infof(string, ...any)  {}
+func (l badgerLogger) Debugf(string, ...any) {}
