@@ -53,6 +53,12 @@ export default { actions: { addItem: assign({ items: ({ context }) => context.it
 // and serves them over HTTP on loopback.
 func setup(t *testing.T) (url string, g *gate.Gate) {
 	t.Helper()
+	return setupWith(t, testMachines)
+}
+
+// setupWith serves the bundled machines and the given ones.
+func setupWith(t *testing.T, extra map[string]string) (url string, g *gate.Gate) {
+	t.Helper()
 	dir := t.TempDir()
 	for _, f := range []string{"invoice.json", "invoice.impl.ts", "payment.ts", "db-migration.mjs"} {
 		data, err := os.ReadFile(filepath.Join("..", "machines", f))
@@ -63,7 +69,7 @@ func setup(t *testing.T) (url string, g *gate.Gate) {
 			t.Fatal(err)
 		}
 	}
-	for f, src := range testMachines {
+	for f, src := range extra {
 		if err := os.WriteFile(filepath.Join(dir, f), []byte(src), 0o644); err != nil {
 			t.Fatal(err)
 		}
