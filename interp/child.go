@@ -182,18 +182,9 @@ func (st *stepper) resolveChildAction(s *Snapshot, ev Event, a Action, params an
 				return nil, err
 			}
 		}
-		var delay any
-		var err error
-		if a.DelayName != "" {
-			if d := st.m.Impl.Delays[a.DelayName]; d != nil {
-				if delay, err = st.eval(d, args, params); err != nil {
-					return nil, err
-				}
-			}
-		} else if a.Delay != nil {
-			if delay, err = st.eval(a.Delay, args, params); err != nil {
-				return nil, err
-			}
+		delay, err := st.delay(a.DelayName, a.Delay, args, params)
+		if err != nil {
+			return nil, err
 		}
 		var to *Actor
 		var target any

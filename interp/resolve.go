@@ -97,17 +97,9 @@ func (st *stepper) resolveAction(s *Snapshot, ev Event, a Action, params any) (*
 		if err != nil {
 			return nil, err
 		}
-		var delay any
-		if a.DelayName != "" {
-			if d := st.m.Impl.Delays[a.DelayName]; d != nil {
-				if delay, err = st.eval(d, args, params); err != nil {
-					return nil, err
-				}
-			}
-		} else if a.Delay != nil {
-			if delay, err = st.eval(a.Delay, args, params); err != nil {
-				return nil, err
-			}
+		delay, err := st.delay(a.DelayName, a.Delay, args, params)
+		if err != nil {
+			return nil, err
 		}
 		ms, isNum := toNumber(delay)
 		if !isNum {
@@ -145,6 +137,19 @@ func (st *stepper) resolveAction(s *Snapshot, ev Event, a Action, params any) (*
 		return st.resolveChildAction(s, ev, a, params)
 	}
 	return s, nil
+}
+
+// delay evaluates the delay of a raise or sendTo: a named delay of the
+// implementations (none when it has no implementation, as XState), or an
+// expression.
+func (st *stepper) delay(name string, e *Expr, args Args, params any) (any, error) {
+	if name != "" {
+		if d := st.m.Impl.Delays[name]; d != nil {
+			return st.eval(d, args, params)
+		}
+		return nil, nil
+	}
+	return st.eval(e, args, params)
 }
 
 // id evaluates a scheduled event's id, or makes a fresh one.

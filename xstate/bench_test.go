@@ -4,8 +4,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"stategate/interp"
 )
 
 // BenchmarkCases times one round (fresh actor, every step) of each
@@ -24,17 +22,7 @@ func BenchmarkCases(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				clock := interp.NewSimClock()
-				a := interp.NewActor(m, interp.ActorOptions{Input: c.Input, Clock: clock})
-				a.Start()
-				for _, st := range c.Steps {
-					if st.Send != nil {
-						a.Send(st.Event)
-					} else {
-						clock.Advance(st.Advance)
-					}
-				}
-				a.Stop()
+				c.Round(m)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*max(1, len(c.Steps))), "ns/step")
 		})

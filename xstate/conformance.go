@@ -207,6 +207,22 @@ func (c *Case) Run(m *interp.Machine) *Trace {
 	return tr
 }
 
+// Round runs the case once as bench.sh does: a fresh actor, every step,
+// then stop; nothing is recorded.
+func (c *Case) Round(m *interp.Machine) {
+	clock := interp.NewSimClock()
+	a := interp.NewActor(m, interp.ActorOptions{Input: c.Input, Clock: clock})
+	a.Start()
+	for _, st := range c.Steps {
+		if st.Send != nil {
+			a.Send(st.Event)
+		} else {
+			clock.Advance(st.Advance)
+		}
+	}
+	a.Stop()
+}
+
 // BenchResult is the line bench.sh prints for a case.
 type BenchResult struct {
 	Case       string   `json:"case"`
@@ -220,19 +236,7 @@ type BenchResult struct {
 // starts a fresh actor, runs every step and stops it; rounds run for a
 // quarter of the time to warm up, then are counted for d.
 func (c *Case) Bench(m *interp.Machine, d time.Duration) BenchResult {
-	round := func() {
-		clock := interp.NewSimClock()
-		a := interp.NewActor(m, interp.ActorOptions{Input: c.Input, Clock: clock})
-		a.Start()
-		for _, st := range c.Steps {
-			if st.Send != nil {
-				a.Send(st.Event)
-			} else {
-				clock.Advance(st.Advance)
-			}
-		}
-		a.Stop()
-	}
+	round := func() { c.Round(m) }
 	for warm := time.Now().Add(d / 4); time.Now().Before(warm); {
 		round()
 	}

@@ -38,28 +38,7 @@ func rewriteSpreads(code string) string {
 		return code
 	}
 	sort.Slice(lits, func(i, j int) bool { return lits[i].LeftBracket < lits[j].LeftBracket })
-	var b strings.Builder
-	pos := 0
-	for i := 0; i < len(lits); {
-		lit := lits[i]
-		start := int(lit.LeftBracket) - 1
-		if start < pos {
-			i++
-			continue
-		}
-		b.WriteString(code[pos:start])
-		end := int(lit.Idx1()) - 1
-		// Literals nested in this one are rewritten inside it.
-		j := i + 1
-		for j < len(lits) && int(lits[j].LeftBracket)-1 < end {
-			j++
-		}
-		b.WriteString(rewriteLiteral(code, lit, lits[i+1:j]))
-		pos = end
-		i = j
-	}
-	b.WriteString(code[pos:])
-	return b.String()
+	return rewriteRange(code, 0, len(code), lits)
 }
 
 // rewriteLiteral renders one array literal as a helper call, with the
