@@ -605,7 +605,7 @@ func (st *stepper) microstep(ts []*Transition, s *Snapshot, ev Event, initial bo
 	if len(ts) == 0 {
 		return s, nil
 	}
-	if len(ts) == 1 && ts[0].entry != nil && !initial {
+	if len(ts) == 1 && ts[0].HasTarget == (len(ts[0].Targets) > 0) && !initial {
 		return st.cachedMicrostep(ts[0], s, ev)
 	}
 	m := s.Machine
@@ -649,8 +649,8 @@ func (st *stepper) microstep(ts []*Transition, s *Snapshot, ev Event, initial bo
 // cachedMicrostep takes one transition whose effect on the configuration
 // is cached: only its actions are run.
 func (st *stepper) cachedMicrostep(t *Transition, s *Snapshot, ev Event) (*Snapshot, error) {
-	r := s.cfg.step(s.Machine, t)
 	history := s.history()
+	r := s.cfg.step(s.Machine, t, history)
 	histChanged := false
 	if len(r.records) > 0 {
 		h := make(historyValue, s.Machine.histories)

@@ -21,7 +21,7 @@ type config struct {
 	always bool
 
 	mu    sync.Mutex
-	steps atomic.Pointer[map[*Transition]*stepResult]
+	steps atomic.Pointer[map[stepKey]*stepResult]
 	done  atomic.Pointer[config]
 }
 
@@ -131,39 +131,74 @@ func (m *Machine) newConfig(set nodeSet, order []*StateNode) *config {
 	return c
 }
 
-// step returns the cached result of taking t from c, computing it on the
-// first call.
-func (c *config) step(m *Machine, t *Transition) *stepResult {
+// stepKey names a cached step: a transition and, for one whose entry set
+// depends on history, the history value it was taken with.
+type stepKey struct {
+	t       *Transition
+	history string
+}
+
+// maxHistorySteps bounds the history-dependent steps a configuration
+// caches.
+const maxHistorySteps = 64
+
+// step returns the cached result of taking t from c with a history value
+// (only read when t's entry set depends on it), computing it on the first
+// call.
+func (c *config) step(m *Machine, t *Transition, history historyValue) *stepResult {
+	key := stepKey{t: t}
+	if t.entry == nil && len(t.Targets) > 0 {
+		key.history = history.fingerprint()
+	}
 	if steps := c.steps.Load(); steps != nil {
-		if r := (*steps)[t]; r != nil {
+		if r := (*steps)[key]; r != nil {
 			return r
 		}
 	}
-	r := m.computeStep(c, t)
+	r := m.computeStep(c, t, history)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := c.steps.Load()
-	steps := make(map[*Transition]*stepResult, 1)
+	steps := make(map[stepKey]*stepResult, 1)
 	if old != nil {
-		if r0 := (*old)[t]; r0 != nil {
+		if r0 := (*old)[key]; r0 != nil {
 			return r0
+		}
+		if len(*old) >= maxHistorySteps && key.history != "" {
+			return r // enough cached: compute such steps each time
 		}
 		for k, v := range *old {
 			steps[k] = v
 		}
 	}
-	steps[t] = r
+	steps[key] = r
 	c.steps.Store(&steps)
 	return r
 }
 
+// fingerprint encodes a history value for a cache key.
+func (h historyValue) fingerprint() string {
+	var b []byte
+	for i, nodes := range h {
+		if nodes == nil {
+			continue
+		}
+		b = binary.LittleEndian.AppendUint16(b, uint16(i))
+		b = binary.LittleEndian.AppendUint16(b, uint16(len(nodes)))
+		for _, n := range nodes {
+			b = binary.LittleEndian.AppendUint16(b, uint16(n.Order))
+		}
+	}
+	return string(b)
+}
+
 // computeStep computes what taking t (a transition whose entry set does not
 // depend on history) does to configuration c.
-func (m *Machine) computeStep(c *config, t *Transition) *stepResult {
+func (m *Machine) computeStep(c *config, t *Transition, history historyValue) *stepResult {
 	r := &stepResult{}
 	set := c.set.clone()
 	exit := newNodeSet(len(m.Nodes))
-	exitSet(t, set, nil, exit)
+	exitSet(t, set, history, exit)
 	for i := exit.prev(len(m.Nodes) - 1); i >= 0; i = exit.prev(i - 1) {
 		x := m.Nodes[i]
 		r.exits = append(r.exits, x)
@@ -186,7 +221,14 @@ func (m *Machine) computeStep(c *config, t *Transition) *stepResult {
 		set.del(x.Order)
 	}
 	r.base = set.clone()
-	entered := t.entry.toEnter.clone()
+	var entered nodeSet
+	if t.entry != nil {
+		entered = t.entry.toEnter.clone()
+	} else {
+		e := entrySet{history: history, toEnter: newNodeSet(len(m.Nodes)), defaultEntry: newNodeSet(len(m.Nodes))}
+		e.compute(t.one)
+		entered = e.toEnter
+	}
 	for i := entered.next(0); i >= 0; i = entered.next(i + 1) {
 		n := m.Nodes[i]
 		r.enters = append(r.enters, n)
