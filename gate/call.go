@@ -119,7 +119,13 @@ func (g *Gate) status(ctx context.Context, m *Machine, handle string) (*mcp.Call
 	if err != nil {
 		return errorResult("ERROR", "ERROR: "+err.Error(), nil), nil
 	}
-	return success(m, handle, g.view(in), nil), nil
+	res := success(m, handle, g.view(in), nil)
+	if lerr := g.loadError(m); lerr != nil {
+		sc := res.StructuredContent.(map[string]any)
+		sc["fileError"] = lerr.Error()
+		res.Content = append(res.Content, mcp.NewTextContent("The machine file has an error; its last good version is served: "+lerr.Error()))
+	}
+	return res, nil
 }
 
 // reset starts an instance afresh; it is allowed only once the instance is

@@ -64,6 +64,25 @@ type Gate struct {
 
 	sessMu   sync.Mutex
 	sessions map[string]*session
+
+	errMu    sync.Mutex
+	loadErrs map[string]error // files that fail to load now
+}
+
+// setErrors records the machine files that fail to load now, for the
+// status tool.
+func (g *Gate) setErrors(errs map[string]error) {
+	g.errMu.Lock()
+	g.loadErrs = errs
+	g.errMu.Unlock()
+}
+
+// loadError returns the error of a machine's file, if it fails to load
+// now (its last good version is served).
+func (g *Gate) loadError(m *Machine) error {
+	g.errMu.Lock()
+	defer g.errMu.Unlock()
+	return g.loadErrs[m.File]
 }
 
 // toolRef is what a tool name stands for.
@@ -467,6 +486,15 @@ func (g *Gate) load(ctx context.Context, m *Machine, handle string) (*instance, 
 		var p interp.Persisted
 		if err := json.Unmarshal(rec.Snapshot, &p); err != nil {
 			return nil, fmt.Errorf("instance %s/%s: %w", m.ID, handle, err)
+		}
+		// A machine file that changed may have lost the instance's state:
+		// the instance moves to the nearest surviving ancestor's initial
+		// state, and that is logged, never silent.
+		if pruned, cut := m.M.Prune(p.Value); cut {
+			g.log.Warn("instance migrated: its state no longer exists in the machine",
+				"machine", m.ID, "handle", handle, "from", p.Value.String(), "to", pruned.String(),
+				"machineVersion", m.Version, "storedWith", rec.MachineVersion)
+			p.Value = pruned
 		}
 		snap, err := m.M.Restore(&p)
 		if err != nil {

@@ -6,13 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
-	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 
@@ -27,23 +24,10 @@ import (
 // A file that fails is reported and skipped, so one broken file does not
 // keep the others from being served.
 func LoadDir(l *xstate.Loader, dir, handleKey string, log *slog.Logger) ([]*Machine, []error) {
-	var files []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && path != dir && strings.HasPrefix(d.Name(), ".") {
-			return filepath.SkipDir
-		}
-		if !d.IsDir() && xstate.IsMachineFile(path) {
-			files = append(files, path)
-		}
-		return nil
-	})
+	files, err := machineFiles(dir)
 	if err != nil {
 		return nil, []error{err}
 	}
-	sort.Strings(files)
 	var ms []*Machine
 	var errs []error
 	for _, f := range files {

@@ -252,3 +252,27 @@ func TestActorIgnoresEventsAfterDone(t *testing.T) {
 		t.Fatalf("status %v output %v", s.Status, s.Output())
 	}
 }
+
+func TestPruneRemovedStates(t *testing.T) {
+	m := mustJSON(t, playerJSON)
+	for _, tc := range []struct{ in, want string }{
+		{`"off"`, `"off"`},
+		{`"gone"`, `"off"`},
+		{`{"on":"tape"}`, `{"on":{"radio":"fm"}}`},
+		{`{"on":{"radio":"lw"}}`, `{"on":{"radio":"fm"}}`},
+		{`{"on":{"cd":{"disc":"playing","tray":"ajar"}}}`, `{"on":{"cd":{"disc":"playing","tray":"closed"}}}`},
+	} {
+		var p interp.Persisted
+		if err := json.Unmarshal([]byte(`{"status":"active","value":`+tc.in+`}`), &p); err != nil {
+			t.Fatal(err)
+		}
+		p.Value, _ = m.Prune(p.Value)
+		s, err := m.Restore(&p)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.in, err)
+		}
+		if got := valueJSON(t, s); got != tc.want {
+			t.Errorf("%s pruned to %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}

@@ -357,3 +357,33 @@ func (v Value) String() string {
 	b, _ := v.MarshalJSON()
 	return strings.TrimSpace(string(b))
 }
+
+// Prune cuts a state value where it names a state the machine lacks: a
+// part of the value whose state was removed falls back to the nearest
+// surviving ancestor, which Restore then fills with its initial states.
+// It reports whether anything was cut.
+func (m *Machine) Prune(v Value) (Value, bool) {
+	return prune(m.Root, v)
+}
+
+func prune(n *StateNode, v Value) (Value, bool) {
+	if !v.obj {
+		if n.byKey[v.Leaf] != nil {
+			return v, false
+		}
+		return Value{obj: true, Keys: []ValuePair{}}, true
+	}
+	out := Value{obj: true, Keys: make([]ValuePair, 0, len(v.Keys))}
+	cut := false
+	for _, p := range v.Keys {
+		c := n.byKey[p.Key]
+		if c == nil {
+			cut = true
+			continue
+		}
+		sub, subCut := prune(c, p.Value)
+		cut = cut || subCut
+		out.Keys = append(out.Keys, ValuePair{p.Key, sub})
+	}
+	return out, cut
+}

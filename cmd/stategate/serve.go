@@ -59,19 +59,25 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 	}
 	g := gate.New(opts)
 	loader := &xstate.Loader{Timeout: c.JSTimeout}
-	ms, errs := gate.LoadDir(loader, c.Machines, c.HandleKey, log)
-	for _, err := range errs {
-		log.Error("machine not served", "err", err)
+	if info, err := os.Stat(c.Machines); err != nil || !info.IsDir() {
+		return fmt.Errorf("--machines %s: not a folder", c.Machines)
 	}
-	if err := g.SetMachines(ms); err != nil {
+	lib := gate.NewLibrary(g, loader, c.Machines, c.HandleKey)
+	if err := lib.Reload(); err != nil {
 		return err
 	}
+	ms := g.Machines()
 	for _, m := range ms {
 		log.Info("serving", "machine", m.ID, "file", m.File, "tools", len(m.Tools)+2, "handleKey", m.HandleKey)
 	}
 	if len(ms) == 0 {
 		log.Warn("no machine to serve", "folder", c.Machines)
 	}
+	go func() {
+		if err := lib.Watch(ctx); err != nil {
+			log.Error("not watching the machines folder", "err", err)
+		}
+	}()
 	if c.HTTP == "" {
 		log.Info("serving MCP over stdio", "store", c.Data)
 		return g.ServeStdio(ctx, os.Stdin, stdout)

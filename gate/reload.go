@@ -1,0 +1,189 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"stategate/xstate"
+)
+
+// Debounce is how long the watcher waits after a change to a machine
+// folder before it reloads: editors write a file in several steps.
+const Debounce = 100 * time.Millisecond
+
+// Library keeps the machines of a folder: the last good version of each
+// file, and the error of a file that fails to load now.
+type Library struct {
+	dir       string
+	loader    *xstate.Loader
+	handleKey string
+	g         *Gate
+
+	mu     sync.Mutex
+	good   map[string]*Machine // by file
+	errors map[string]error    // by file
+}
+
+// NewLibrary makes a library of a folder served by a gate.
+func NewLibrary(g *Gate, l *xstate.Loader, dir, handleKey string) *Library {
+	return &Library{dir: dir, loader: l, handleKey: handleKey, g: g, good: map[string]*Machine{}, errors: map[string]error{}}
+}
+
+// Errors returns the files that fail to load now, with their errors (a
+// failing file that loaded before is still served in its last good
+// version).
+func (lib *Library) Errors() map[string]error {
+	lib.mu.Lock()
+	defer lib.mu.Unlock()
+	out := make(map[string]error, len(lib.errors))
+	for f, err := range lib.errors {
+		out[f] = err
+	}
+	return out
+}
+
+// Reload loads the folder again: files whose content changed are loaded
+// and validated fully before they replace their last good version; a file
+// that fails keeps its last good version serving; a deleted file takes its
+// tools away. Sessions whose tool list changes are told.
+func (lib *Library) Reload() error {
+	files, err := machineFiles(lib.dir)
+	if err != nil {
+		return err
+	}
+	lib.mu.Lock()
+	present := map[string]bool{}
+	for _, f := range files {
+		present[f] = true
+		if m := lib.good[f]; m != nil && m.Version == fileVersion(f) {
+			delete(lib.errors, f)
+			continue
+		}
+		m, warns, err := LoadMachine(lib.loader, f, lib.handleKey)
+		for _, w := range warns {
+			lib.g.log.Warn(w.String())
+		}
+		if err != nil {
+			if lib.errors[f] == nil || lib.errors[f].Error() != err.Error() {
+				lib.g.log.Error("machine file rejected; its last good version (if any) keeps serving", "file", f, "err", err)
+			}
+			lib.errors[f] = err
+			continue
+		}
+		if old := lib.good[f]; old != nil {
+			lib.g.log.Info("machine reloaded", "machine", m.ID, "file", f, "version", m.Version)
+		}
+		delete(lib.errors, f)
+		lib.good[f] = m
+	}
+	for f, m := range lib.good {
+		if !present[f] {
+			lib.g.log.Info("machine file removed: its tools are gone", "machine", m.ID, "file", f)
+			delete(lib.good, f)
+		}
+	}
+	for f := range lib.errors {
+		if !present[f] {
+			delete(lib.errors, f)
+		}
+	}
+	var ms []*Machine
+	for _, m := range lib.good {
+		ms = append(ms, m)
+	}
+	lib.mu.Unlock()
+	sort.Slice(ms, func(i, j int) bool { return ms[i].File < ms[j].File })
+	lib.g.setErrors(lib.Errors())
+	return lib.g.SetMachines(ms)
+}
+
+// Watch reloads the folder whenever something under it changes (atomic
+// saves, in-place writes, renames, deletes, new subfolders), after
+// Debounce, until ctx ends.
+func (lib *Library) Watch(ctx context.Context) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	addTree := func(root string) {
+		_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			if d.IsDir() {
+				if path != lib.dir && strings.HasPrefix(d.Name(), ".") {
+					return filepath.SkipDir
+				}
+				if err := w.Add(path); err != nil {
+					lib.g.log.Warn("cannot watch folder", "dir", path, "err", err)
+				}
+			}
+			return nil
+		})
+	}
+	addTree(lib.dir)
+	var timer *time.Timer
+	fire := make(chan struct{}, 1)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err, ok := <-w.Errors:
+			if !ok {
+				return nil
+			}
+			lib.g.log.Warn("watching machines", "err", err)
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			if ev.Has(fsnotify.Create) {
+				if info, err := os.Stat(ev.Name); err == nil && info.IsDir() {
+					addTree(ev.Name)
+				}
+			}
+			if timer == nil {
+				timer = time.AfterFunc(Debounce, func() {
+					select {
+					case fire <- struct{}{}:
+					default:
+					}
+				})
+			} else {
+				timer.Reset(Debounce)
+			}
+		case <-fire:
+			if err := lib.Reload(); err != nil && !errors.Is(err, context.Canceled) {
+				lib.g.log.Error("reloading machines", "err", err)
+			}
+		}
+	}
+}
+
+func machineFiles(dir string) ([]string, error) {
+	var files []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != dir && strings.HasPrefix(d.Name(), ".") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && xstate.IsMachineFile(path) {
+			files = append(files, path)
+		}
+		return nil
+	})
+	sort.Strings(files)
+	return files, err
+}

@@ -1,0 +1,138 @@
+package gate_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"stategate/gate"
+	"stategate/store"
+	"stategate/xstate"
+)
+
+const lampV1 = `{"id":"lamp","initial":"off","states":{"off":{"on":{"ON":"on"}},"on":{"on":{"OFF":"off"}}}}`
+
+// serveDir serves a folder with a watching library.
+func serveDir(t *testing.T, dir string) (url string) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	g := gate.New(gate.Options{Store: store.NewMemory(), Logger: log})
+	lib := gate.NewLibrary(g, &xstate.Loader{}, dir, "")
+	if err := lib.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go lib.Watch(ctx)
+	srv := httptest.NewServer(g.HTTPHandler())
+	t.Cleanup(srv.Close)
+	return srv.URL + "/mcp"
+}
+
+// atomicSave writes a file as editors do: a temporary file renamed over.
+func atomicSave(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(path), ".tmp-"+filepath.Base(path))
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHotReload(t *testing.T) {
+	dir := t.TempDir()
+	lamp := filepath.Join(dir, "lamp.json")
+	if err := os.WriteFile(lamp, []byte(lampV1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	url := serveDir(t, dir)
+	c := connect(t, url)
+	if _, ok := c.tools()["lamp_on"]; !ok {
+		t.Fatal("lamp_on not listed")
+	}
+
+	// An atomic save that adds an event: the tool appears.
+	c.drain()
+	start := time.Now()
+	atomicSave(t, lamp, strings.Replace(lampV1, `{"ON":"on"}`, `{"ON":"on","DIM":"on"}`, 1))
+	c.awaitChanged()
+	t.Logf("atomic save to list_changed: %v", time.Since(start))
+	if _, ok := c.tools()["lamp_dim"]; !ok {
+		t.Fatal("lamp_dim not listed after the save")
+	}
+
+	// A broken file keeps the last good version serving; status says why.
+	if err := os.WriteFile(lamp, []byte(`{"id":"lamp","initial":"off","states":{"off":{"on":{"ON":"nowhere"}}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, sc, _ := c.call("lamp_status", nil)
+		if fe, _ := sc["fileError"].(string); strings.Contains(fe, "nowhere") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status never reported the broken file: %v", sc)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the status tool: no signal to await
+	}
+	if _, ok := c.tools()["lamp_dim"]; !ok {
+		t.Fatal("the broken file took the last good version away")
+	}
+
+	// A new subfolder with a machine: its tools appear.
+	c.drain()
+	sub := filepath.Join(dir, "more")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	atomicSave(t, filepath.Join(sub, "fan.json"), `{"id":"fan","initial":"off","states":{"off":{"on":{"SPIN":"off"}}}}`)
+	c.awaitChanged()
+	if _, ok := c.tools()["fan_spin"]; !ok {
+		t.Fatal("fan_spin not listed")
+	}
+
+	// A rename keeps serving it; a delete takes its tools away.
+	if err := os.Rename(filepath.Join(sub, "fan.json"), filepath.Join(sub, "fan2.json")); err != nil {
+		t.Fatal(err)
+	}
+	c.drain()
+	if err := os.Remove(filepath.Join(sub, "fan2.json")); err != nil {
+		t.Fatal(err)
+	}
+	c.awaitChanged()
+	if _, ok := c.tools()["fan_spin"]; ok {
+		t.Fatal("fan_spin still listed after the file was deleted")
+	}
+}
+
+func TestReloadMigratesRemovedStates(t *testing.T) {
+	dir := t.TempDir()
+	lamp := filepath.Join(dir, "lamp.json")
+	if err := os.WriteFile(lamp, []byte(lampV1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	url := serveDir(t, dir)
+	c := connect(t, url)
+	c.call("lamp_on", nil)
+	c.drain()
+	// The new version has no state "on": the instance moves to the
+	// initial state, and keeps working.
+	atomicSave(t, lamp, `{"id":"lamp","initial":"off","states":{"off":{"on":{"LIGHT":"lit"}},"lit":{"on":{"OFF":"off"}}}}`)
+	c.awaitChanged()
+	_, sc, _ := c.call("lamp_status", nil)
+	if sc["state"] != "off" {
+		t.Fatalf("after the reload: %v", sc)
+	}
+	if _, sc, isErr := c.call("lamp_light", nil); isErr || sc["state"] != "lit" {
+		t.Fatalf("light: %v %v", isErr, sc)
+	}
+}
