@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 
 	"stategate/interp"
 	"stategate/store"
@@ -86,12 +87,8 @@ func (g *Gate) callEvent(ctx context.Context, t *Tool, handle string, args map[s
 			}
 			return refusal("REJECTED", why, m, handle, g.view(in)), nil
 		}
-		var emitted []map[string]any
-		a := interp.NewActor(m.M, interp.ActorOptions{ID: m.ID, Snapshot: snap, OnEmit: func(e interp.Event) { emitted = append(emitted, e.Object()) }})
-		a.Start()
-		a.Send(ev)
-		next := a.Snapshot()
-		a.Stop()
+		out := g.step(in, ev, "")
+		next, emitted := out.snap, out.emitted
 		if next.Status == interp.StatusError && snap.Status != interp.StatusError {
 			msg := "the machine failed"
 			if err := next.Err(); err != nil {
@@ -100,7 +97,8 @@ func (g *Gate) callEvent(ctx context.Context, t *Tool, handle string, args map[s
 			return errorResult("ERROR", fmt.Sprintf("ERROR: %s failed: %s (the instance keeps its state %s)", t.Name, msg, stateString(snap)),
 				map[string]any{"error": "ERROR", "message": msg, "state": snap.Value()}), nil
 		}
-		saved, err := g.save(ctx, in, next)
+		audit := &store.AuditEntry{Tool: t.Name, Event: ev.Object(), Session: sessionID(ctx)}
+		saved, err := g.save(ctx, in, next, out.timers, audit)
 		if errors.Is(err, store.ErrConflict) && attempt < maxSaveRetries {
 			continue
 		}
@@ -120,8 +118,14 @@ func (g *Gate) status(ctx context.Context, m *Machine, handle string) (*mcp.Call
 		return errorResult("ERROR", "ERROR: "+err.Error(), nil), nil
 	}
 	res := success(m, handle, g.view(in), nil)
+	sc := res.StructuredContent.(map[string]any)
+	if trail, err := g.store.Audit(ctx, store.Key{Machine: m.ID, Handle: handle}, 5); err == nil && len(trail) > 0 {
+		sc["recent"] = trail
+	}
+	if len(in.timers) > 0 {
+		sc["timers"] = in.timers
+	}
 	if lerr := g.loadError(m); lerr != nil {
-		sc := res.StructuredContent.(map[string]any)
 		sc["fileError"] = lerr.Error()
 		res.Content = append(res.Content, mcp.NewTextContent("The machine file has an error; its last good version is served: "+lerr.Error()))
 	}
@@ -142,11 +146,8 @@ func (g *Gate) reset(ctx context.Context, m *Machine, handle string) (*mcp.CallT
 	if !contains(before.tools, m.ResetTool) {
 		return refusal("FORBIDDEN", fmt.Sprintf("%s is allowed only once the workflow is done or failed; it is %s in state %s", m.ResetTool, snap.Status, stateString(snap)), m, handle, before), nil
 	}
-	a := interp.NewActor(m.M, interp.ActorOptions{ID: m.ID})
-	a.Start()
-	fresh := a.Snapshot()
-	a.Stop()
-	saved, err := g.save(ctx, in, fresh)
+	fresh, timers := g.fresh(m)
+	saved, err := g.save(ctx, in, fresh, timers, &store.AuditEntry{Tool: m.ResetTool, Session: sessionID(ctx)})
 	if err != nil {
 		return errorResult("ERROR", "ERROR: cannot store the instance: "+err.Error(), nil), nil
 	}
@@ -285,4 +286,12 @@ func success(m *Machine, handle string, v view, emitted []map[string]any) *mcp.C
 		text += " Output: " + string(out) + "."
 	}
 	return textResult(text, sc, false)
+}
+
+// sessionID names the MCP session of a request, "" when none.
+func sessionID(ctx context.Context) string {
+	if cs := server.ClientSessionFromContext(ctx); cs != nil {
+		return cs.SessionID()
+	}
+	return ""
 }

@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -67,6 +68,8 @@ type Gate struct {
 
 	errMu    sync.Mutex
 	loadErrs map[string]error // files that fail to load now
+
+	sched *scheduler
 }
 
 // setErrors records the machine files that fail to load now, for the
@@ -123,6 +126,7 @@ func New(opts Options) *Gate {
 	if g.store == nil {
 		g.store = store.NewMemory()
 	}
+	g.sched = newScheduler(g)
 	if opts.Name == "" {
 		opts.Name = "stategate"
 	}
@@ -447,7 +451,8 @@ type instance struct {
 	m       *Machine
 	handle  string
 	snap    *interp.Snapshot
-	version uint64 // 0: not stored yet
+	version uint64        // 0: not stored yet
+	timers  []store.Timer // pending delayed events
 
 	once sync.Once
 	v    view
@@ -476,10 +481,8 @@ func (g *Gate) load(ctx context.Context, m *Machine, handle string) (*instance, 
 	rec, version, err := g.store.Load(ctx, store.Key{Machine: m.ID, Handle: handle})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		a := interp.NewActor(m.M, interp.ActorOptions{ID: m.ID})
-		a.Start()
-		in = &instance{m: m, handle: handle, snap: a.Snapshot()}
-		a.Stop()
+		snap, timers := g.fresh(m)
+		in = &instance{m: m, handle: handle, snap: snap, timers: timers}
 	case err != nil:
 		return nil, err
 	default:
@@ -500,7 +503,7 @@ func (g *Gate) load(ctx context.Context, m *Machine, handle string) (*instance, 
 		if err != nil {
 			return nil, fmt.Errorf("instance %s/%s: %w", m.ID, handle, err)
 		}
-		in = &instance{m: m, handle: handle, snap: snap, version: version}
+		in = &instance{m: m, handle: handle, snap: snap, version: version, timers: rec.Timers}
 	}
 	g.remember(key, in)
 	return in, nil
@@ -528,20 +531,78 @@ func (g *Gate) forget(key string) {
 
 // save stores an instance's new snapshot if nobody changed it since it was
 // loaded, and returns the stored instance.
-func (g *Gate) save(ctx context.Context, in *instance, snap *interp.Snapshot) (*instance, error) {
+func (g *Gate) save(ctx context.Context, in *instance, snap *interp.Snapshot, timers []store.Timer, audit *store.AuditEntry) (*instance, error) {
 	data, err := json.Marshal(snap)
 	if err != nil {
 		return nil, err
 	}
 	key := instanceKey(in.m, in.handle)
-	v, err := g.store.Save(ctx, store.Key{Machine: in.m.ID, Handle: in.handle}, store.Record{Snapshot: data, MachineVersion: in.m.Version}, in.version)
+	if audit != nil {
+		audit.Time = time.Now()
+		audit.Machine, audit.MachineVersion, audit.Handle = in.m.ID, in.m.Version, in.handle
+		audit.From, audit.To = in.snap.Value(), snap.Value()
+	}
+	rec := store.Record{Snapshot: data, MachineVersion: in.m.Version, Timers: timers, Audit: audit}
+	v, err := g.store.Save(ctx, store.Key{Machine: in.m.ID, Handle: in.handle}, rec, in.version)
 	if err != nil {
 		g.forget(key) // reload from the store next time
 		return nil, err
 	}
-	next := &instance{m: in.m, handle: in.handle, snap: snap, version: v}
+	next := &instance{m: in.m, handle: in.handle, snap: snap, version: v, timers: timers}
 	g.remember(key, next)
+	g.sched.set(store.Key{Machine: in.m.ID, Handle: in.handle}, timers)
 	return next, nil
+}
+
+// fresh starts a new instance (its entry actions run) and returns its
+// snapshot and timers.
+func (g *Gate) fresh(m *Machine) (*interp.Snapshot, []store.Timer) {
+	a := interp.NewActor(m.M, interp.ActorOptions{ID: m.ID, Clock: newWallClock()})
+	a.Start()
+	snap, timers := a.Snapshot(), storedTimers(a.PendingTimers())
+	a.Stop()
+	return snap, timers
+}
+
+// stepResult is what an event did to an instance.
+type stepOutcome struct {
+	snap    *interp.Snapshot
+	timers  []store.Timer
+	emitted []map[string]any
+}
+
+// step runs an event on an instance, with its pending timers, on the wall
+// clock (timers fire through the gate's scheduler, not the actor's).
+func (g *Gate) step(in *instance, ev interp.Event, skipTimer string) stepOutcome {
+	var out stepOutcome
+	var pending []interp.PendingTimer
+	for _, t := range in.timers {
+		if t.ID == skipTimer {
+			continue
+		}
+		e, _ := interp.EventFromObject(t.Event)
+		pending = append(pending, interp.PendingTimer{ID: t.ID, Event: e, Due: float64(t.Due.UnixMilli())})
+	}
+	a := interp.NewActor(in.m.M, interp.ActorOptions{
+		ID: in.m.ID, Snapshot: in.snap, Timers: pending, Clock: newWallClock(),
+		OnEmit: func(e interp.Event) { out.emitted = append(out.emitted, e.Object()) },
+	})
+	a.Start()
+	a.Send(ev)
+	out.snap, out.timers = a.Snapshot(), storedTimers(a.PendingTimers())
+	a.Stop()
+	return out
+}
+
+func storedTimers(ts []interp.PendingTimer) []store.Timer {
+	if len(ts) == 0 {
+		return nil
+	}
+	out := make([]store.Timer, len(ts))
+	for i, t := range ts {
+		out[i] = store.Timer{ID: t.ID, Event: t.Event.Object(), Due: time.UnixMilli(int64(t.Due))}
+	}
+	return out
 }
 
 // keyedMutex serializes work per key.

@@ -52,6 +52,16 @@ type ActorOptions struct {
 	OnLog func(label string, value any)
 	// ID names the actor ("" for the machine id).
 	ID string
+	// Timers are pending delayed events to restore with Snapshot (XState
+	// does not persist them; stategate's server does).
+	Timers []PendingTimer
+}
+
+// PendingTimer is a delayed event not yet delivered to the actor itself.
+type PendingTimer struct {
+	ID    string  `json:"id"`
+	Event Event   `json:"-"`
+	Due   float64 `json:"due"` // on the actor's clock, in ms
 }
 
 // Host lends the user code of a machine what it runs in (a JavaScript
@@ -100,6 +110,9 @@ func NewActor(m *Machine, opts ActorOptions) *Actor {
 func (a *Actor) init() {
 	if a.opts.Snapshot != nil {
 		a.snap = a.opts.Snapshot
+		for _, t := range a.opts.Timers {
+			a.schedule(t.ID, t.Event, nil, t.Due-a.clock.Now())
+		}
 		return
 	}
 	rt, release := a.acquire()
@@ -270,23 +283,7 @@ func (a *Actor) effect(e Effect) error {
 	case EffectExec:
 		return e.exec()
 	case EffectSchedule:
-		ev, id, to := e.Event, e.ID, e.To
-		if to == nil {
-			to = a
-		}
-		tid := a.clock.SetTimeout(func() {
-			a.dropTimer(id)
-			to.Send(ev)
-		}, e.Delay)
-		// A second timer with the same id replaces the first in the
-		// table but does not clear it, as in XState's scheduler.
-		for i := range a.timers {
-			if a.timers[i].id == id {
-				a.timers[i].tid = tid
-				return nil
-			}
-		}
-		a.timers = append(a.timers, actorTimer{id, tid})
+		a.schedule(e.ID, e.Event, e.To, e.Delay)
 	case EffectCancel:
 		for i := range a.timers {
 			if a.timers[i].id == e.ID {
@@ -373,8 +370,45 @@ func (a *Actor) Stop() {
 }
 
 type actorTimer struct {
-	id  string
-	tid TimerID
+	id    string
+	tid   TimerID
+	event Event
+	due   float64
+	self  bool // the event goes to the actor itself
+}
+
+// schedule sets a timer for a delayed event (to nil: the actor itself).
+func (a *Actor) schedule(id string, ev Event, to *Actor, delay float64) {
+	self := to == nil
+	if self {
+		to = a
+	}
+	tid := a.clock.SetTimeout(func() {
+		a.dropTimer(id)
+		to.Send(ev)
+	}, delay)
+	t := actorTimer{id: id, tid: tid, event: ev, due: a.clock.Now() + delay, self: self}
+	// A second timer with the same id replaces the first in the table but
+	// does not clear it, as in XState's scheduler.
+	for i := range a.timers {
+		if a.timers[i].id == id {
+			a.timers[i] = t
+			return
+		}
+	}
+	a.timers = append(a.timers, t)
+}
+
+// PendingTimers returns the delayed events the actor will send itself,
+// for a server that persists them.
+func (a *Actor) PendingTimers() []PendingTimer {
+	var out []PendingTimer
+	for _, t := range a.timers {
+		if t.self {
+			out = append(out, PendingTimer{ID: t.id, Event: t.event, Due: t.due})
+		}
+	}
+	return out
 }
 
 func (a *Actor) dropTimer(id string) {

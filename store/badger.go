@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,15 +27,19 @@ type BadgerOptions struct {
 	// GCInterval is how often the value log is garbage collected (10
 	// minutes when zero; negative: never).
 	GCInterval time.Duration
-	Logger     *slog.Logger
+	// AuditRetention bounds the audit entries kept per instance
+	// (DefaultAuditRetention when zero).
+	AuditRetention int
+	Logger         *slog.Logger
 }
 
 // Badger is a Store in an embedded Badger database.
 type Badger struct {
-	db   *badger.DB
-	log  *slog.Logger
-	stop chan struct{}
-	done sync.WaitGroup
+	db        *badger.DB
+	log       *slog.Logger
+	stop      chan struct{}
+	done      sync.WaitGroup
+	retention uint64
 }
 
 // OpenBadger opens (or creates) a store in dir, sized for a small local
@@ -64,7 +69,10 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		}
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
-	b := &Badger{db: db, log: log, stop: make(chan struct{})}
+	b := &Badger{db: db, log: log, stop: make(chan struct{}), retention: DefaultAuditRetention}
+	if o.AuditRetention > 0 {
+		b.retention = uint64(o.AuditRetention)
+	}
 	every := o.GCInterval
 	if every == 0 {
 		every = 10 * time.Minute
@@ -101,29 +109,31 @@ func keyFrom(b []byte) (Key, bool) {
 	return Key{Machine: m, Handle: h}, ok
 }
 
-// A stored value is: version (8 bytes), updated (8 bytes, Unix ns), the
-// machine version's length (2 bytes) and bytes, then the snapshot.
-func encode(rec Record, version uint64) []byte {
-	out := make([]byte, 0, 18+len(rec.MachineVersion)+len(rec.Snapshot))
-	out = binary.BigEndian.AppendUint64(out, version)
-	out = binary.BigEndian.AppendUint64(out, uint64(rec.Updated.UnixNano()))
-	out = binary.BigEndian.AppendUint16(out, uint16(len(rec.MachineVersion)))
-	out = append(out, rec.MachineVersion...)
-	return append(out, rec.Snapshot...)
+// A stored value is the version (8 bytes, big-endian) then the record as
+// JSON.
+func encode(rec Record, version uint64) ([]byte, error) {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	return append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(data)), version), data...), nil
 }
 
 func decode(v []byte) (Record, uint64, error) {
-	if len(v) < 18 {
+	if len(v) < 8 {
 		return Record{}, 0, errors.New("corrupt record")
 	}
-	version := binary.BigEndian.Uint64(v)
-	updated := time.Unix(0, int64(binary.BigEndian.Uint64(v[8:])))
-	n := int(binary.BigEndian.Uint16(v[16:]))
-	if len(v) < 18+n {
-		return Record{}, 0, errors.New("corrupt record")
+	var rec Record
+	if err := json.Unmarshal(v[8:], &rec); err != nil {
+		return Record{}, 0, fmt.Errorf("corrupt record: %w", err)
 	}
-	rec := Record{MachineVersion: string(v[18 : 18+n]), Updated: updated, Snapshot: append([]byte(nil), v[18+n:]...)}
-	return rec, version, nil
+	return rec, binary.BigEndian.Uint64(v), nil
+}
+
+const auditPrefix = "a/"
+
+func auditKey(k Key, version uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte(auditPrefix+k.Machine+"\x00"+k.Handle+"\x00"), version)
 }
 
 // Load returns an instance's record and version.
@@ -174,7 +184,29 @@ func (b *Badger) Save(ctx context.Context, k Key, rec Record, version uint64) (u
 			if cur != version {
 				return ErrConflict
 			}
-			return txn.Set(keyOf(k), encode(rec, version+1))
+			val, err := encode(rec, version+1)
+			if err != nil {
+				return err
+			}
+			if err := txn.Set(keyOf(k), val); err != nil {
+				return err
+			}
+			if rec.Audit == nil {
+				return nil
+			}
+			entry := *rec.Audit
+			entry.Version = version + 1
+			data, err := json.Marshal(entry)
+			if err != nil {
+				return err
+			}
+			if err := txn.Set(auditKey(k, version+1), data); err != nil {
+				return err
+			}
+			if version+1 > b.retention {
+				return txn.Delete(auditKey(k, version+1-b.retention))
+			}
+			return nil
 		})
 		if errors.Is(err, badger.ErrConflict) {
 			continue
@@ -186,9 +218,54 @@ func (b *Badger) Save(ctx context.Context, k Key, rec Record, version uint64) (u
 	}
 }
 
-// Delete removes an instance.
+// Delete removes an instance and its audit trail.
 func (b *Badger) Delete(ctx context.Context, k Key) error {
-	return b.db.Update(func(txn *badger.Txn) error { return txn.Delete(keyOf(k)) })
+	prefix := []byte(auditPrefix + k.Machine + "\x00" + k.Handle + "\x00")
+	return b.db.Update(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.PrefetchValues = false
+		opts.Prefix = prefix
+		it := txn.NewIterator(opts)
+		var keys [][]byte
+		for it.Rewind(); it.Valid(); it.Next() {
+			keys = append(keys, it.Item().KeyCopy(nil))
+		}
+		it.Close()
+		for _, key := range keys {
+			if err := txn.Delete(key); err != nil {
+				return err
+			}
+		}
+		return txn.Delete(keyOf(k))
+	})
+}
+
+// Audit returns the last n entries of an instance's audit trail.
+func (b *Badger) Audit(ctx context.Context, k Key, n int) ([]AuditEntry, error) {
+	prefix := []byte(auditPrefix + k.Machine + "\x00" + k.Handle + "\x00")
+	var out []AuditEntry
+	err := b.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.Reverse = true
+		opts.Prefix = prefix
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Seek(append(append([]byte(nil), prefix...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)); it.Valid(); it.Next() {
+			if n > 0 && len(out) >= n {
+				break
+			}
+			var e AuditEntry
+			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &e) }); err != nil {
+				return err
+			}
+			out = append(out, e)
+		}
+		return nil
+	})
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out, err
 }
 
 // List returns the stored instances' keys.

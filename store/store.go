@@ -6,6 +6,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"time"
@@ -28,12 +29,42 @@ type Key struct {
 type Record struct {
 	// Snapshot is the instance's persisted snapshot (interp.Persisted as
 	// JSON).
-	Snapshot []byte
+	Snapshot json.RawMessage `json:"snapshot"`
 	// MachineVersion is the content hash of the machine that made it.
-	MachineVersion string
+	MachineVersion string `json:"machineVersion"`
 	// Updated is when it was saved.
-	Updated time.Time
+	Updated time.Time `json:"updated"`
+	// Timers are the instance's pending delayed events (`after`).
+	Timers []Timer `json:"timers,omitempty"`
+	// Audit, when set on Save, is appended to the instance's audit trail
+	// in the same write.
+	Audit *AuditEntry `json:"-"`
 }
+
+// Timer is a pending delayed event of an instance.
+type Timer struct {
+	ID    string         `json:"id"`
+	Event map[string]any `json:"event"`
+	Due   time.Time      `json:"due"`
+}
+
+// AuditEntry records one accepted transition of an instance.
+type AuditEntry struct {
+	Time           time.Time      `json:"time"`
+	Machine        string         `json:"machine"`
+	MachineVersion string         `json:"machineVersion"`
+	Handle         string         `json:"handle"`
+	Session        string         `json:"session,omitempty"`
+	Tool           string         `json:"tool"` // or "(timer)", "(reset)"
+	Event          map[string]any `json:"event,omitempty"`
+	From           any            `json:"from"`
+	To             any            `json:"to"`
+	Version        uint64         `json:"version"` // the instance's version after it
+}
+
+// DefaultAuditRetention is how many audit entries a store keeps per
+// instance unless told otherwise.
+const DefaultAuditRetention = 1000
 
 // Store keeps instances. Version 0 means "not stored yet": Save with
 // version 0 creates the instance, and fails with ErrConflict if it exists.
@@ -42,13 +73,19 @@ type Store interface {
 	Save(ctx context.Context, k Key, rec Record, version uint64) (newVersion uint64, err error)
 	Delete(ctx context.Context, k Key) error
 	List(ctx context.Context) ([]Key, error)
+	// Audit returns the last n entries of an instance's audit trail,
+	// oldest first.
+	Audit(ctx context.Context, k Key, n int) ([]AuditEntry, error)
 	Close() error
 }
 
 // Memory is a Store in memory, for tests and for a server that may forget.
 type Memory struct {
-	mu   sync.Mutex
-	recs map[Key]memRecord
+	mu    sync.Mutex
+	recs  map[Key]memRecord
+	audit map[Key][]AuditEntry
+	// Retention bounds the audit entries kept per instance.
+	Retention int
 }
 
 type memRecord struct {
@@ -57,7 +94,9 @@ type memRecord struct {
 }
 
 // NewMemory returns an empty in-memory store.
-func NewMemory() *Memory { return &Memory{recs: map[Key]memRecord{}} }
+func NewMemory() *Memory {
+	return &Memory{recs: map[Key]memRecord{}, audit: map[Key][]AuditEntry{}, Retention: DefaultAuditRetention}
+}
 
 // Load returns an instance's record and version.
 func (m *Memory) Load(ctx context.Context, k Key) (Record, uint64, error) {
@@ -84,6 +123,16 @@ func (m *Memory) Save(ctx context.Context, k Key, rec Record, version uint64) (u
 		return 0, ErrConflict
 	}
 	rec.Snapshot = append([]byte(nil), rec.Snapshot...)
+	if a := rec.Audit; a != nil {
+		entry := *a
+		entry.Version = version + 1
+		trail := append(m.audit[k], entry)
+		if len(trail) > m.Retention {
+			trail = append([]AuditEntry(nil), trail[len(trail)-m.Retention:]...)
+		}
+		m.audit[k] = trail
+		rec.Audit = nil
+	}
 	m.recs[k] = memRecord{rec, version + 1}
 	return version + 1, nil
 }
@@ -93,6 +142,7 @@ func (m *Memory) Delete(ctx context.Context, k Key) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.recs, k)
+	delete(m.audit, k)
 	return nil
 }
 
@@ -105,6 +155,17 @@ func (m *Memory) List(ctx context.Context) ([]Key, error) {
 		keys = append(keys, k)
 	}
 	return keys, nil
+}
+
+// Audit returns the last n entries of an instance's audit trail.
+func (m *Memory) Audit(ctx context.Context, k Key, n int) ([]AuditEntry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	trail := m.audit[k]
+	if n > 0 && len(trail) > n {
+		trail = trail[len(trail)-n:]
+	}
+	return append([]AuditEntry(nil), trail...), nil
 }
 
 // Close does nothing.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"testing"
 )
@@ -66,7 +67,8 @@ func testConcurrentIncrements(t *testing.T, s Store) {
 					t.Error(err)
 					return
 				}
-				rec.Snapshot = append(rec.Snapshot, 'x')
+				n, _ := strconv.Atoi(string(rec.Snapshot))
+				rec.Snapshot = []byte(strconv.Itoa(n + 1))
 				if _, err := s.Save(ctx, k, rec, v); err == nil {
 					return
 				} else if !errors.Is(err, ErrConflict) {
@@ -78,8 +80,8 @@ func testConcurrentIncrements(t *testing.T, s Store) {
 	}
 	wg.Wait()
 	rec, v, _ := s.Load(ctx, k)
-	if len(rec.Snapshot) != 20 || v != 20 {
-		t.Fatalf("%d increments kept, version %d", len(rec.Snapshot), v)
+	if string(rec.Snapshot) != "20" || v != 20 {
+		t.Fatalf("%s increments kept, version %d", rec.Snapshot, v)
 	}
 }
 
@@ -120,5 +122,51 @@ func TestBadgerPersistsAndLocks(t *testing.T) {
 	}
 	if _, _, err := b.Load(ctx, k); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("after delete: %v", err)
+	}
+}
+
+func TestAuditTrail(t *testing.T) { stores(t, testAuditTrail) }
+
+func testAuditTrail(t *testing.T, s Store) {
+	ctx := context.Background()
+	if m, ok := s.(*Memory); ok {
+		m.Retention = 3
+	}
+	k := Key{"invoice", "9"}
+	var v uint64
+	for i := range 5 {
+		var err error
+		v, err = s.Save(ctx, k, Record{Snapshot: []byte(`{}`), Audit: &AuditEntry{Tool: "t" + strconv.Itoa(i)}}, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	trail, err := s.Audit(ctx, k, 2)
+	if err != nil || len(trail) != 2 || trail[0].Tool != "t3" || trail[1].Tool != "t4" || trail[1].Version != 5 {
+		t.Fatalf("last two: %+v %v", trail, err)
+	}
+	all, _ := s.Audit(ctx, k, 0)
+	if _, isMem := s.(*Memory); isMem && len(all) != 3 {
+		t.Fatalf("retention 3 kept %d", len(all))
+	}
+}
+
+func TestBadgerAuditRetention(t *testing.T) {
+	ctx := context.Background()
+	b, err := OpenBadger(t.TempDir(), BadgerOptions{GCInterval: -1, AuditRetention: 3, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	k := Key{"m", "h"}
+	var v uint64
+	for range 10 {
+		if v, err = b.Save(ctx, k, Record{Snapshot: []byte(`{}`), Audit: &AuditEntry{Tool: "x"}}, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := b.Audit(ctx, k, 0)
+	if err != nil || len(all) != 3 || all[0].Version != 8 {
+		t.Fatalf("kept %+v %v", all, err)
 	}
 }

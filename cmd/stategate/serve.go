@@ -78,6 +78,11 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 			log.Error("not watching the machines folder", "err", err)
 		}
 	}()
+	go func() {
+		if err := g.RunTimers(ctx); err != nil {
+			log.Error("timers stopped", "err", err)
+		}
+	}()
 	if c.HTTP == "" {
 		log.Info("serving MCP over stdio", "store", c.Data)
 		return g.ServeStdio(ctx, os.Stdin, stdout)

@@ -1,0 +1,104 @@
+package gate_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"stategate/gate"
+	"stategate/store"
+	"stategate/xstate"
+)
+
+const kettle = `{"id":"kettle","initial":"cold","states":{
+  "cold":{"on":{"BOIL":"heating"}},
+  "heating":{"after":{"150":"hot"},"on":{"CANCEL":"cold"}},
+  "hot":{"after":{"60000":"cold"}}}}`
+
+// serveStore serves a folder on a given store, with its timers running.
+func serveStore(t *testing.T, dir string, st store.Store) (url string) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	g := gate.New(gate.Options{Store: st, Logger: log})
+	lib := gate.NewLibrary(g, &xstate.Loader{}, dir, "")
+	if err := lib.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { g.RunTimers(ctx); close(done) }()
+	srv := httptest.NewServer(g.HTTPHandler())
+	t.Cleanup(func() { srv.Close(); cancel(); <-done })
+	return srv.URL + "/mcp"
+}
+
+func TestTimerFiresInARunningServer(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "kettle.json"), []byte(kettle), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := connect(t, serveStore(t, dir, store.NewMemory()))
+	_, sc, _ := c.call("kettle_boil", nil)
+	if sc["state"] != "heating" {
+		t.Fatalf("boil: %v", sc)
+	}
+	c.drain()
+	c.awaitChanged() // the after timer moved the kettle
+	_, sc, _ = c.call("kettle_status", nil)
+	if sc["state"] != "hot" {
+		t.Fatalf("after the timer: %v", sc)
+	}
+	if recent, _ := sc["recent"].([]any); len(recent) != 2 {
+		t.Fatalf("audit trail: %v", sc["recent"])
+	}
+}
+
+func TestOverdueTimerFiresAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "kettle.json"), []byte(kettle), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	open := func() *store.Badger {
+		st, err := store.OpenBadger(data, store.BadgerOptions{GCInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	st := open()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// A server with no timers running takes the call and goes down.
+	g := gate.New(gate.Options{Store: st, Logger: log, SharedInstance: "k1"})
+	lib := gate.NewLibrary(g, &xstate.Loader{}, dir, "")
+	if err := lib.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g.HTTPHandler())
+	c := connect(t, srv.URL+"/mcp")
+	c.call("kettle_boil", nil)
+	c.Close()
+	srv.Close()
+	st.Close()
+	time.Sleep(200 * time.Millisecond) // let the 150 ms timer fall due while the server is down
+
+	st = open()
+	t.Cleanup(func() { st.Close() })
+	serveStore(t, dir, st)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rec, _, err := st.Load(context.Background(), store.Key{Machine: "kettle", Handle: "k1"})
+		if err == nil && len(rec.Timers) == 1 && rec.Timers[0].Due.After(time.Now()) {
+			break // the overdue timer fired: only hot's 60 s timer is left
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the overdue timer did not fire: %+v %v", rec.Timers, err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the store: the test has no session on k1
+	}
+}
