@@ -26,6 +26,7 @@ type cli struct {
 	Trace traceCmd `cmd:"" help:"Run a conformance case and print its trace (the format of the conformance README)."`
 	Bench benchCmd `cmd:"" help:"Time conformance cases as bench.sh times XState; one JSON line per case."`
 	Check checkCmd `cmd:"" help:"Validate machine files; exit status 1 when any fails."`
+	State stateCmd `cmd:"" help:"Inspect or reset the stored instances (when no server holds the store)."`
 }
 
 type traceCmd struct {
