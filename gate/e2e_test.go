@@ -398,3 +398,7 @@ func TestParallelCallsOnOneInstance(t *testing.T) {
 		t.Fatalf("%d parallel calls gave items=%v", n, items)
 	}
 }
+
+var jsonUnmarshal = json.Unmarshal
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
