@@ -53,13 +53,13 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		WithSyncWrites(!o.NoSync).
 		WithLogger(badgerLogger{log}).
 		WithNumMemtables(2).
-		WithMemTableSize(8 << 20).
+		WithMemTableSize(4 << 20).
 		WithBaseTableSize(2 << 20).
 		WithNumLevelZeroTables(4).
 		WithNumLevelZeroTablesStall(8).
 		WithValueLogFileSize(64 << 20).
-		WithBlockCacheSize(16 << 20).
-		WithIndexCacheSize(8 << 20).
+		WithBlockCacheSize(4 << 20).
+		WithIndexCacheSize(2 << 20).
 		WithNumCompactors(2).
 		WithValueThreshold(4 << 10)
 	db, err := badger.Open(opts)

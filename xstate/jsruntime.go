@@ -215,7 +215,7 @@ func (m *jsModule) get() (*jsRuntime, error) {
 }
 
 // maxIdle bounds the runtimes a module keeps for reuse.
-const maxIdle = 64
+const maxIdle = 8
 
 func (m *jsModule) put(rt *jsRuntime) {
 	m.mu.Lock()

@@ -29,6 +29,7 @@ type serveCmd struct {
 	JSTimeout time.Duration `name:"js-timeout" default:"1s" help:"Time limit of one call into a machine's JavaScript."`
 	Pprof     string        `hidden:"" placeholder:"ADDR" help:"Serve net/http/pprof at ADDR (loopback), for profiling."`
 	NoSync    bool          `help:"Answer calls before their state reaches the disk (faster; a crash may lose the last calls)."`
+	AuditKeep int           `default:"1000" help:"Audit entries kept per instance."`
 }
 
 func (c *serveCmd) Run(stdout io.Writer) error {
@@ -44,7 +45,7 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 			log.Info("pprof", "err", http.ListenAndServe(listenAddr(c.Pprof), mux))
 		}()
 	}
-	st, err := store.OpenBadger(c.Data, store.BadgerOptions{NoSync: c.NoSync, Logger: log})
+	st, err := store.OpenBadger(c.Data, store.BadgerOptions{NoSync: c.NoSync, AuditRetention: c.AuditKeep, Logger: log})
 	if err != nil {
 		return err
 	}
