@@ -127,7 +127,7 @@ func (m *Memory) Save(ctx context.Context, k Key, rec Record, version uint64) (u
 		entry := *a
 		entry.Version = version + 1
 		trail := append(m.audit[k], entry)
-		if len(trail) > m.Retention {
+		if len(trail) >= 2*m.Retention { // trim in batches, not per save
 			trail = append([]AuditEntry(nil), trail[len(trail)-m.Retention:]...)
 		}
 		m.audit[k] = trail
@@ -162,6 +162,9 @@ func (m *Memory) Audit(ctx context.Context, k Key, n int) ([]AuditEntry, error) 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	trail := m.audit[k]
+	if len(trail) > m.Retention {
+		trail = trail[len(trail)-m.Retention:]
+	}
 	if n > 0 && len(trail) > n {
 		trail = trail[len(trail)-n:]
 	}
