@@ -268,7 +268,7 @@ func (m *jsModule) newRuntime(describe bool) (*jsRuntime, []any, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", m.file, err)
 	}
-	w := &walker{rt: rt, describe: describe, seen: map[*goja.Object]bool{}}
+	w := &walker{rt: rt, seen: map[*goja.Object]bool{}}
 	var out []any
 	for _, r := range roots {
 		v, err := w.walk(r, 0)

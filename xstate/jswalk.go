@@ -3,7 +3,6 @@ package xstate
 import (
 	"errors"
 	"fmt"
-	"reflect"
 
 	"github.com/dop251/goja"
 )
@@ -42,10 +41,9 @@ func (m *jsMarker) get(k string) any {
 }
 
 type walker struct {
-	rt       *jsRuntime
-	describe bool // build the Go values (else only number the functions)
-	direct   bool // functions are kept as values, not numbered
-	seen     map[*goja.Object]bool
+	rt     *jsRuntime
+	direct bool // functions are kept as values, not numbered
+	seen   map[*goja.Object]bool
 }
 
 // maxWalkDepth bounds the nesting of a config.
@@ -123,7 +121,3 @@ func (w *walker) walk(v goja.Value, depth int) (any, error) {
 // shimMark is the property by which the shim marks what it makes.
 const shimMark = "__sg"
 
-// sameMap reports whether two maps are the same map (not equal: the same).
-func sameMap(a, b map[string]any) bool {
-	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
-}
