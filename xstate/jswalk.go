@@ -120,4 +120,3 @@ func (w *walker) walk(v goja.Value, depth int) (any, error) {
 
 // shimMark is the property by which the shim marks what it makes.
 const shimMark = "__sg"
-
