@@ -176,6 +176,24 @@ func (c *mcpClient) noChange() {
 	}
 }
 
+// awaitState waits, notification by notification, until a status tool
+// reports a state (notifications of earlier calls may still arrive).
+func (c *mcpClient) awaitState(statusTool, want string) map[string]any {
+	c.t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		_, sc, _ := c.call(statusTool, nil)
+		if sc["state"] == want {
+			return sc
+		}
+		select {
+		case <-c.changed:
+		case <-deadline:
+			c.t.Fatalf("%s never reported state %s; last %v", statusTool, want, sc)
+		}
+	}
+}
+
 func (c *mcpClient) drain() {
 	for {
 		select {

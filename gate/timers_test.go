@@ -47,12 +47,7 @@ func TestTimerFiresInARunningServer(t *testing.T) {
 	if sc["state"] != "heating" {
 		t.Fatalf("boil: %v", sc)
 	}
-	c.drain()
-	c.awaitChanged() // the after timer moved the kettle
-	_, sc, _ = c.call("kettle_status", nil)
-	if sc["state"] != "hot" {
-		t.Fatalf("after the timer: %v", sc)
-	}
+	sc = c.awaitState("kettle_status", "hot") // the after timer moved the kettle
 	if recent, _ := sc["recent"].([]any); len(recent) != 2 {
 		t.Fatalf("audit trail: %v", sc["recent"])
 	}
