@@ -194,6 +194,24 @@ func (c *mcpClient) awaitState(statusTool, want string) map[string]any {
 	}
 }
 
+// awaitTools waits, notification by notification, until the tool list
+// satisfies ok.
+func (c *mcpClient) awaitTools(what string, ok func(map[string]mcp.Tool) bool) {
+	c.t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		tools := c.tools()
+		if ok(tools) {
+			return
+		}
+		select {
+		case <-c.changed:
+		case <-deadline:
+			c.t.Fatalf("the tool list never showed %s: %v", what, names(tools))
+		}
+	}
+}
+
 func (c *mcpClient) drain() {
 	for {
 		select {
@@ -216,6 +234,9 @@ func names(m map[string]mcp.Tool) []string {
 func TestListFollowsState(t *testing.T) {
 	url, _ := setup(t)
 	a := connect(t, url)
+	if caps := a.GetServerCapabilities(); caps.Tools == nil || !caps.Tools.ListChanged {
+		t.Fatalf("tools.listChanged not advertised: %+v", caps.Tools)
+	}
 	tools := a.tools()
 	for _, want := range []string{"invoice_add_line", "invoice_submit", "invoice_status", "payment_authorize", "lamp_on", "order_status"} {
 		if _, ok := tools[want]; !ok {

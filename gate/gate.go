@@ -133,13 +133,21 @@ func New(opts Options) *Gate {
 	hooks := &server.Hooks{}
 	hooks.AddOnRegisterSession(func(ctx context.Context, s server.ClientSession) { g.addSession(ctx, s.SessionID()) })
 	hooks.AddOnUnregisterSession(func(ctx context.Context, s server.ClientSession) { g.dropSession(s.SessionID()) })
+	// The server advertises tools.listChanged, but mcp-go must not know:
+	// it would tell every session whenever tools are registered, and the
+	// gate tells only the sessions whose list changed.
+	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, result *mcp.InitializeResult) {
+		if result != nil && result.Capabilities.Tools != nil {
+			result.Capabilities.Tools.ListChanged = true
+		}
+	})
 	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, result *mcp.ListToolsResult) {
 		if result != nil {
 			result.Tools = g.listFor(ctx, g.sessionOf(ctx))
 		}
 	})
 	g.srv = server.NewMCPServer(opts.Name, opts.Version,
-		server.WithToolCapabilities(true),
+		server.WithToolCapabilities(false), // listChanged: see AddAfterInitialize
 		server.WithHooks(hooks),
 		server.WithRecovery(),
 		server.WithInstructions("Each tool moves a workflow one step. Only the tools that the workflow accepts in its current state are listed; call the status tool of a workflow to see where it is and what it allows."),
@@ -201,6 +209,15 @@ func (g *Gate) SetMachines(ms []*Machine) error {
 			return err
 		}
 	}
+	// New tools are registered with the MCP server before the gate serves
+	// them, and old ones removed after, so that a call never finds a tool
+	// in one and not the other.
+	var add2 []server.ServerTool
+	for _, ref := range tools {
+		add2 = append(add2, server.ServerTool{Tool: ref.full, Handler: g.handle})
+	}
+	sort.Slice(add2, func(i, j int) bool { return add2[i].Tool.Name < add2[j].Tool.Name })
+	g.srv.AddTools(add2...)
 	g.mu.Lock()
 	old := g.tools
 	g.machines, g.tools = ids, tools
@@ -214,12 +231,6 @@ func (g *Gate) SetMachines(ms []*Machine) error {
 	if len(gone) > 0 {
 		g.srv.DeleteTools(gone...)
 	}
-	var add2 []server.ServerTool
-	for _, ref := range tools {
-		add2 = append(add2, server.ServerTool{Tool: ref.full, Handler: g.handle})
-	}
-	sort.Slice(add2, func(i, j int) bool { return add2[i].Tool.Name < add2[j].Tool.Name })
-	g.srv.AddTools(add2...)
 	g.refreshAll(context.Background())
 	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
+
 	"stategate/gate"
 	"stategate/store"
 	"stategate/xstate"
@@ -65,9 +67,12 @@ func TestHotReload(t *testing.T) {
 	atomicSave(t, lamp, strings.Replace(lampV1, `{"ON":"on"}`, `{"ON":"on","DIM":"on"}`, 1))
 	c.awaitChanged()
 	t.Logf("atomic save to list_changed: %v", time.Since(start))
-	if _, ok := c.tools()["lamp_dim"]; !ok {
-		t.Fatal("lamp_dim not listed after the save")
-	}
+	c.awaitTools("lamp_dim", func(m map[string]mcp.Tool) bool { _, ok := m["lamp_dim"]; return ok })
+
+	// A save that changes no tool tells nobody.
+	c.drain()
+	atomicSave(t, lamp, strings.Replace(lampV1, `{"ON":"on"}`, `{ "ON": "on", "DIM": "on" }`, 1))
+	c.noChange()
 
 	// A broken file keeps the last good version serving; status says why.
 	if err := os.WriteFile(lamp, []byte(`{"id":"lamp","initial":"off","states":{"off":{"on":{"ON":"nowhere"}}}}`), 0o644); err != nil {
@@ -89,29 +94,21 @@ func TestHotReload(t *testing.T) {
 	}
 
 	// A new subfolder with a machine: its tools appear.
-	c.drain()
 	sub := filepath.Join(dir, "more")
 	if err := os.Mkdir(sub, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	atomicSave(t, filepath.Join(sub, "fan.json"), `{"id":"fan","initial":"off","states":{"off":{"on":{"SPIN":"off"}}}}`)
-	c.awaitChanged()
-	if _, ok := c.tools()["fan_spin"]; !ok {
-		t.Fatal("fan_spin not listed")
-	}
+	c.awaitTools("fan_spin", func(m map[string]mcp.Tool) bool { _, ok := m["fan_spin"]; return ok })
 
 	// A rename keeps serving it; a delete takes its tools away.
 	if err := os.Rename(filepath.Join(sub, "fan.json"), filepath.Join(sub, "fan2.json")); err != nil {
 		t.Fatal(err)
 	}
-	c.drain()
 	if err := os.Remove(filepath.Join(sub, "fan2.json")); err != nil {
 		t.Fatal(err)
 	}
-	c.awaitChanged()
-	if _, ok := c.tools()["fan_spin"]; ok {
-		t.Fatal("fan_spin still listed after the file was deleted")
-	}
+	c.awaitTools("no fan_spin", func(m map[string]mcp.Tool) bool { _, ok := m["fan_spin"]; return !ok })
 }
 
 func TestReloadMigratesRemovedStates(t *testing.T) {
