@@ -125,6 +125,9 @@ func (g *Gate) status(ctx context.Context, m *Machine, handle string) (*mcp.Call
 	if len(in.timers) > 0 {
 		sc["timers"] = in.timers
 	}
+	if in.migrated != nil {
+		sc["migrated"] = in.migrated
+	}
 	if lerr := g.loadError(m); lerr != nil {
 		sc["fileError"] = lerr.Error()
 		res.Content = append(res.Content, mcp.NewTextContent("The machine file has an error; its last good version is served: "+lerr.Error()))

@@ -464,6 +464,9 @@ type instance struct {
 	snap    *interp.Snapshot
 	version uint64        // 0: not stored yet
 	timers  []store.Timer // pending delayed events
+	// migrated is set when the stored state no longer existed in the
+	// machine; the next save records it in the audit trail.
+	migrated *store.Migration
 
 	once sync.Once
 	v    view
@@ -504,17 +507,22 @@ func (g *Gate) load(ctx context.Context, m *Machine, handle string) (*instance, 
 		// A machine file that changed may have lost the instance's state:
 		// the instance moves to the nearest surviving ancestor's initial
 		// state, and that is logged, never silent.
+		var migrated *store.Migration
 		if pruned, cut := m.M.Prune(p.Value); cut {
 			g.log.Warn("instance migrated: its state no longer exists in the machine",
 				"machine", m.ID, "handle", handle, "from", p.Value.String(), "to", pruned.String(),
 				"machineVersion", m.Version, "storedWith", rec.MachineVersion)
+			migrated = &store.Migration{From: p.Value.Plain(), FromVersion: rec.MachineVersion, ToVersion: m.Version}
 			p.Value = pruned
 		}
 		snap, err := m.M.Restore(&p)
 		if err != nil {
 			return nil, fmt.Errorf("instance %s/%s: %w", m.ID, handle, err)
 		}
-		in = &instance{m: m, handle: handle, snap: snap, version: version, timers: rec.Timers}
+		if migrated != nil {
+			migrated.To = snap.Value()
+		}
+		in = &instance{m: m, handle: handle, snap: snap, version: version, timers: rec.Timers, migrated: migrated}
 	}
 	g.remember(key, in)
 	return in, nil
@@ -548,7 +556,11 @@ func (g *Gate) save(ctx context.Context, in *instance, snap *interp.Snapshot, ti
 		return nil, err
 	}
 	key := instanceKey(in.m, in.handle)
+	if audit == nil && in.migrated != nil {
+		audit = &store.AuditEntry{Tool: "(migration)"}
+	}
 	if audit != nil {
+		audit.Migrated = in.migrated
 		audit.Time = time.Now()
 		audit.Machine, audit.MachineVersion, audit.Handle = in.m.ID, in.m.Version, in.handle
 		audit.From, audit.To = in.snap.Value(), snap.Value()

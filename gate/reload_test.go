@@ -123,8 +123,18 @@ func TestReloadMigratesRemovedStates(t *testing.T) {
 	// The new version has no state "on": the instance moves to the
 	// initial state, and keeps working.
 	atomicSave(t, lamp, `{"id":"lamp","initial":"off","states":{"off":{"on":{"LIGHT":"lit"}},"lit":{"on":{"OFF":"off"}}}}`)
-	c.awaitState("lamp_status", "off")
+	sc := c.awaitState("lamp_status", "off")
+	if m, _ := sc["migrated"].(map[string]any); m == nil || m["from"] != "on" || m["to"] != "off" {
+		t.Fatalf("status does not report the migration: %v", sc)
+	}
 	if _, sc, isErr := c.call("lamp_light", nil); isErr || sc["state"] != "lit" {
 		t.Fatalf("light: %v %v", isErr, sc)
+	}
+	// The migration is in the audit trail, with the next transition.
+	_, sc, _ = c.call("lamp_status", nil)
+	recent, _ := sc["recent"].([]any)
+	last, _ := recent[len(recent)-1].(map[string]any)
+	if m, _ := last["migrated"].(map[string]any); last["tool"] != "lamp_light" || m == nil || m["from"] != "on" {
+		t.Fatalf("audit trail: %v", recent)
 	}
 }

@@ -60,6 +60,19 @@ type AuditEntry struct {
 	From           any            `json:"from"`
 	To             any            `json:"to"`
 	Version        uint64         `json:"version"` // the instance's version after it
+	// Migrated, when set, records that the instance's state no longer
+	// existed in a new version of its machine and was moved (before this
+	// transition).
+	Migrated *Migration `json:"migrated,omitempty"`
+}
+
+// Migration is an instance moved to a surviving state after its machine
+// changed.
+type Migration struct {
+	From        any    `json:"from"`
+	To          any    `json:"to"`
+	FromVersion string `json:"fromVersion"`
+	ToVersion   string `json:"toVersion"`
 }
 
 // DefaultAuditRetention is how many audit entries a store keeps per
