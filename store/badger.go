@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -40,7 +41,25 @@ type Badger struct {
 	stop      chan struct{}
 	done      sync.WaitGroup
 	retention uint64
+	saves     chan *saveReq // group commit: saves waiting for the writer
+	nSaves    atomic.Uint64
+	nCommits  atomic.Uint64
 }
+
+// Stats returns how many saves were written, in how many commits (each
+// one fsync unless NoSync).
+func (b *Badger) Stats() (saves, commits uint64) { return b.nSaves.Load(), b.nCommits.Load() }
+
+// saveReq is a save waiting to be written with others in one transaction.
+type saveReq struct {
+	k       Key
+	rec     Record
+	version uint64
+	done    chan error
+}
+
+// maxBatch bounds the saves written in one transaction.
+const maxBatch = 256
 
 // OpenBadger opens (or creates) a store in dir, sized for a small local
 // server rather than Badger's defaults.
@@ -81,7 +100,72 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		b.done.Add(1)
 		go b.gc(every)
 	}
+	b.saves = make(chan *saveReq, maxBatch)
+	b.done.Add(1)
+	go b.writer()
 	return b, nil
+}
+
+// writer writes the saves waiting at any moment in one transaction: one
+// commit (one fsync) for all of them; the saves that arrive meanwhile
+// make the next batch (group commit).
+func (b *Badger) writer() {
+	defer b.done.Done()
+	for {
+		var batch []*saveReq
+		select {
+		case <-b.stop:
+			// Write what is still waiting, then stop.
+			for {
+				select {
+				case r := <-b.saves:
+					b.writeBatch([]*saveReq{r})
+				default:
+					return
+				}
+			}
+		case r := <-b.saves:
+			batch = append(batch, r)
+		}
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case r := <-b.saves:
+				batch = append(batch, r)
+			default:
+				break more
+			}
+		}
+		b.writeBatch(batch)
+	}
+}
+
+func (b *Badger) writeBatch(batch []*saveReq) {
+	for {
+		results := make([]error, len(batch))
+		err := b.db.Update(func(txn *badger.Txn) error {
+			for i, r := range batch {
+				results[i] = b.put(txn, r.k, r.rec, r.version)
+				if results[i] != nil && !errors.Is(results[i], ErrConflict) {
+					return results[i]
+				}
+			}
+			return nil
+		})
+		if errors.Is(err, badger.ErrConflict) {
+			continue // another transaction wrote meanwhile: redo the batch
+		}
+		b.nCommits.Add(1)
+		b.nSaves.Add(uint64(len(batch)))
+		for i, r := range batch {
+			if err != nil {
+				r.done <- err
+			} else {
+				r.done <- results[i]
+			}
+		}
+		return
+	}
 }
 
 func (b *Badger) gc(every time.Duration) {
@@ -156,66 +240,71 @@ func (b *Badger) Load(ctx context.Context, k Key) (Record, uint64, error) {
 	return rec, version, err
 }
 
-// Save stores a record if the instance is still at version, in one
-// transaction; a transaction that collides with another is retried.
+// Save stores a record if the instance is still at version. Concurrent
+// saves are written together, in one transaction and one fsync; the save
+// returns once its transaction is committed (durably unless NoSync).
 func (b *Badger) Save(ctx context.Context, k Key, rec Record, version uint64) (uint64, error) {
 	if rec.Updated.IsZero() {
 		rec.Updated = time.Now()
 	}
-	for {
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-		err := b.db.Update(func(txn *badger.Txn) error {
-			item, err := txn.Get(keyOf(k))
-			var cur uint64
-			switch {
-			case errors.Is(err, badger.ErrKeyNotFound):
-			case err != nil:
-				return err
-			default:
-				if err := item.Value(func(v []byte) error {
-					_, cur, err = decode(v)
-					return err
-				}); err != nil {
-					return err
-				}
-			}
-			if cur != version {
-				return ErrConflict
-			}
-			val, err := encode(rec, version+1)
-			if err != nil {
-				return err
-			}
-			if err := txn.Set(keyOf(k), val); err != nil {
-				return err
-			}
-			if rec.Audit == nil {
-				return nil
-			}
-			entry := *rec.Audit
-			entry.Version = version + 1
-			data, err := json.Marshal(entry)
-			if err != nil {
-				return err
-			}
-			if err := txn.Set(auditKey(k, version+1), data); err != nil {
-				return err
-			}
-			if version+1 > b.retention {
-				return txn.Delete(auditKey(k, version+1-b.retention))
-			}
-			return nil
-		})
-		if errors.Is(err, badger.ErrConflict) {
-			continue
-		}
-		if err != nil {
-			return 0, err
-		}
-		return version + 1, nil
+	r := &saveReq{k: k, rec: rec, version: version, done: make(chan error, 1)}
+	select {
+	case b.saves <- r:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-b.stop:
+		return 0, errors.New("store closed")
 	}
+	if err := <-r.done; err != nil {
+		return 0, err
+	}
+	return version + 1, nil
+}
+
+// put writes one save in a transaction: the record (if the instance is
+// still at version) and its audit entry, dropping the entry that falls out
+// of the retention.
+func (b *Badger) put(txn *badger.Txn, k Key, rec Record, version uint64) error {
+	item, err := txn.Get(keyOf(k))
+	var cur uint64
+	switch {
+	case errors.Is(err, badger.ErrKeyNotFound):
+	case err != nil:
+		return err
+	default:
+		if err := item.Value(func(v []byte) error {
+			_, cur, err = decode(v)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	if cur != version {
+		return ErrConflict
+	}
+	val, err := encode(rec, version+1)
+	if err != nil {
+		return err
+	}
+	if err := txn.Set(keyOf(k), val); err != nil {
+		return err
+	}
+	if rec.Audit == nil {
+		return nil
+	}
+	entry := *rec.Audit
+	entry.Version = version + 1
+	data, err := json.Marshal(entry)
+	if err != nil {
+		return err
+	}
+	if err := txn.Set(auditKey(k, version+1), data); err != nil {
+		return err
+	}
+	if version+1 > b.retention {
+		return txn.Delete(auditKey(k, version+1-b.retention))
+	}
+	return nil
 }
 
 // Delete removes an instance and its audit trail.
@@ -287,7 +376,8 @@ func (b *Badger) List(ctx context.Context) ([]Key, error) {
 	return keys, err
 }
 
-// Close stops the garbage collector and closes the database.
+// Close stops the writer and the garbage collector, and closes the
+// database.
 func (b *Badger) Close() error {
 	close(b.stop)
 	b.done.Wait()

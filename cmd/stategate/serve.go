@@ -50,9 +50,11 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 		return err
 	}
 	defer func() {
+		saves, commits := st.Stats()
 		if err := st.Close(); err != nil {
 			log.Error("closing the store", "err", err)
 		}
+		log.Info("store closed", "saves", saves, "commits", commits)
 	}()
 	opts := gate.Options{Store: st, Logger: log, Name: "stategate", Version: version}
 	if c.HTTP == "" {
