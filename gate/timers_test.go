@@ -97,3 +97,44 @@ func TestOverdueTimerFiresAfterRestart(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // polling the store: the test has no session on k1
 	}
 }
+
+// TestHTTPRestartKeepsState restarts a server over HTTP on the same store:
+// instances keep their state and context.
+func TestHTTPRestartKeepsState(t *testing.T) {
+	dir := t.TempDir()
+	for f, src := range testMachines {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := t.TempDir()
+	open := func() *store.Badger {
+		st, err := store.OpenBadger(data, store.BadgerOptions{GCInterval: -1, Logger: quietLog()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	st := open()
+	log := quietLog()
+	g := gate.New(gate.Options{Store: st, Logger: log})
+	if err := gate.NewLibrary(g, &xstate.Loader{}, dir, "").Reload(); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g.HTTPHandler())
+	c := connect(t, srv.URL+"/mcp")
+	c.call("order_add", map[string]any{"order_id": "A1"})
+	c.call("order_add", map[string]any{"order_id": "A1"})
+	c.call("order_close", map[string]any{"order_id": "A1"})
+	c.Close()
+	srv.Close()
+	st.Close()
+
+	st = open()
+	t.Cleanup(func() { st.Close() })
+	c2 := connect(t, serveStore(t, dir, st))
+	_, sc, _ := c2.call("order_status", map[string]any{"order_id": "A1"})
+	if sc["state"] != "closed" || sc["context"].(map[string]any)["items"] != 2.0 {
+		t.Fatalf("after a restart: %v", sc)
+	}
+}
