@@ -87,6 +87,10 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 		}
 	}()
 	if c.HTTP == "" {
+		// A client that goes away closes our stdout: writing to it must be
+		// an error to shut down on, not a SIGPIPE that kills the process
+		// before the store is closed.
+		signal.Ignore(syscall.SIGPIPE)
 		log.Info("serving MCP over stdio", "store", c.Data)
 		return g.ServeStdio(ctx, os.Stdin, stdout)
 	}
