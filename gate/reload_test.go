@@ -69,6 +69,11 @@ func TestHotReload(t *testing.T) {
 	t.Logf("atomic save to list_changed: %v", time.Since(start))
 	c.awaitTools("lamp_dim", func(m map[string]mcp.Tool) bool { _, ok := m["lamp_dim"]; return ok })
 
+	// A save that changes no tool tells nobody.
+	c.drain()
+	atomicSave(t, lamp, strings.Replace(lampV1, `{"ON":"on"}`, `{ "ON": "on", "DIM": "on" }`, 1))
+	c.noChange()
+
 	// An in-place write (no rename) is picked up too.
 	if err := os.WriteFile(lamp, []byte(strings.Replace(lampV1, `{"ON":"on"}`, `{"ON":"on","DIM":"on","BLINK":"on"}`, 1)), 0o644); err != nil {
 		t.Fatal(err)
@@ -76,11 +81,6 @@ func TestHotReload(t *testing.T) {
 	c.awaitTools("lamp_blink", func(m map[string]mcp.Tool) bool { _, ok := m["lamp_blink"]; return ok })
 	atomicSave(t, lamp, strings.Replace(lampV1, `{"ON":"on"}`, `{"ON":"on","DIM":"on"}`, 1))
 	c.awaitTools("no lamp_blink", func(m map[string]mcp.Tool) bool { _, ok := m["lamp_blink"]; return !ok })
-
-	// A save that changes no tool tells nobody.
-	c.drain()
-	atomicSave(t, lamp, strings.Replace(lampV1, `{"ON":"on"}`, `{ "ON": "on", "DIM": "on" }`, 1))
-	c.noChange()
 
 	// A broken file keeps the last good version serving; status says why.
 	if err := os.WriteFile(lamp, []byte(`{"id":"lamp","initial":"off","states":{"off":{"on":{"ON":"nowhere"}}}}`), 0o644); err != nil {
