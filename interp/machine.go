@@ -170,21 +170,7 @@ func New(def *MachineDef) (*Machine, error) {
 	}
 	// XState starts an actor with a reentering transition from the root to
 	// the root and every initial descendant.
-	var targets []*StateNode
-	var walk func(n *StateNode)
-	walk = func(n *StateNode) {
-		targets = append(targets, n)
-		switch n.Type {
-		case Compound:
-			walk(n.initial.Targets[0])
-		case Parallel:
-			for _, r := range n.regions {
-				walk(r)
-			}
-		}
-	}
-	walk(m.Root)
-	m.init = &Transition{Source: m.Root, Targets: targets, HasTarget: true, Reenter: true}
+	m.init = &Transition{Source: m.Root, Targets: initialNodes(m.Root), HasTarget: true, Reenter: true}
 	c.prepare(m.init)
 	for _, t := range c.all {
 		c.prepareEntry(t)
@@ -529,6 +515,21 @@ func (c *compiler) invoke(n *StateNode, i int, d *InvokeDef) {
 	inv.spawn = &SpawnAction{Src: d.Src, Logic: d.Logic, ID: Static(id), Input: d.Input, SystemID: d.SystemID, SyncSnapshot: inv.SyncSnapshot}
 	inv.stop = &StopAction{ID: Static(id)}
 	n.Invoke = append(n.Invoke, inv)
+}
+
+// initialNodes is XState's getInitialStateNodes: n and its initial
+// descendants (every region of a parallel node), in document order.
+func initialNodes(n *StateNode) []*StateNode {
+	out := []*StateNode{n}
+	switch n.Type {
+	case Compound:
+		out = append(out, initialNodes(n.initial.Targets[0])...)
+	case Parallel:
+		for _, r := range n.regions {
+			out = append(out, initialNodes(r)...)
+		}
+	}
+	return out
 }
 
 // Invocation is a compiled invoke of a state node.

@@ -313,25 +313,11 @@ func (m *Machine) stateNodes(n *StateNode, v Value) ([]*StateNode, error) {
 
 // initialWithAncestors is XState's getInitialStateNodesWithTheirAncestors.
 func initialWithAncestors(n *StateNode) []*StateNode {
-	var out []*StateNode
+	out := initialNodes(n)
 	seen := map[*StateNode]bool{}
-	var iter func(x *StateNode)
-	iter = func(x *StateNode) {
-		if seen[x] {
-			return
-		}
+	for _, x := range out {
 		seen[x] = true
-		out = append(out, x)
-		switch x.Type {
-		case Compound:
-			iter(x.initial.Targets[0])
-		case Parallel:
-			for _, c := range x.regions {
-				iter(c)
-			}
-		}
 	}
-	iter(n)
 	for _, x := range slices.Clone(out) {
 		for _, a := range x.ancestors {
 			if a == n {
