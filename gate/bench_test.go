@@ -12,8 +12,7 @@ import (
 // invoice machine (submit, then request changes), in process, with the
 // store, listing and notifications of a real call.
 func BenchmarkCall(b *testing.B) {
-	t := &testing.T{}
-	_, g := setup(t)
+	_, g := setup(b)
 	c, err := client.NewInProcessClient(g.Server())
 	if err != nil {
 		b.Fatal(err)

@@ -51,13 +51,13 @@ export default { actions: { addItem: assign({ items: ({ context }) => context.it
 
 // setup copies the bundled machines and the test machines into a folder
 // and serves them over HTTP on loopback.
-func setup(t *testing.T) (url string, g *gate.Gate) {
+func setup(t testing.TB) (url string, g *gate.Gate) {
 	t.Helper()
 	return setupWith(t, testMachines)
 }
 
 // setupWith serves the bundled machines and the given ones.
-func setupWith(t *testing.T, extra map[string]string) (url string, g *gate.Gate) {
+func setupWith(t testing.TB, extra map[string]string) (url string, g *gate.Gate) {
 	t.Helper()
 	dir := t.TempDir()
 	for _, f := range []string{"invoice.json", "invoice.impl.ts", "payment.ts", "db-migration.mjs"} {

@@ -408,8 +408,8 @@ func (g *Gate) names(ts []mcp.Tool) []string {
 func (g *Gate) current(ctx context.Context, m *Machine, handle string) (view, error) {
 	if handle == "" {
 		m.initOnce.Do(func() {
-			if init, _, err := m.M.Initial(nil); err == nil {
-				m.initView = g.viewOf(m, init)
+			if m.initSnap != nil {
+				m.initView = g.viewOf(m, m.initSnap)
 			}
 		})
 		if m.initView.snap == nil {

@@ -30,7 +30,7 @@ type Machine struct {
 	StatusTool string  // the name of the status tool (M_status, or M__status)
 	ResetTool  string  // the name of the reset tool
 	byEvent    map[string]*Tool
-	initValue  string // the initial state value, as JSON
+	initSnap   *interp.Snapshot // the initial state, for compact descriptions
 	initOnce   sync.Once
 	initView   view // what a session that has no instance sees
 }
@@ -208,8 +208,7 @@ func newMachine(m *interp.Machine, file, defaultHandleKey string) (*Machine, err
 	gm.StatusTool = builtin("status")
 	gm.ResetTool = builtin("reset")
 	if init, _, err := m.Initial(nil); err == nil {
-		b, _ := json.Marshal(init.Value())
-		gm.initValue = string(b)
+		gm.initSnap = init
 	}
 	return gm, nil
 }
@@ -270,6 +269,5 @@ func (m *Machine) statusSchema() map[string]any {
 // initialState reports whether a snapshot is in the machine's initial
 // configuration (for compact descriptions).
 func (m *Machine) initialState(s *interp.Snapshot) bool {
-	b, _ := json.Marshal(s.Value())
-	return string(b) == m.initValue
+	return m.initSnap != nil && s.SameStates(m.initSnap)
 }

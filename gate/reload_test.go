@@ -49,14 +49,19 @@ func atomicSave(t *testing.T, path, content string) {
 	}
 }
 
-func TestHotReload(t *testing.T) {
-	dir := t.TempDir()
-	lamp := filepath.Join(dir, "lamp.json")
+// serveLamp serves a folder holding lampV1, watched, and connects to it.
+func serveLamp(t *testing.T) (dir, lamp string, c *mcpClient) {
+	t.Helper()
+	dir = t.TempDir()
+	lamp = filepath.Join(dir, "lamp.json")
 	if err := os.WriteFile(lamp, []byte(lampV1), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	url := serveDir(t, dir)
-	c := connect(t, url)
+	return dir, lamp, connect(t, serveDir(t, dir))
+}
+
+func TestHotReload(t *testing.T) {
+	dir, lamp, c := serveLamp(t)
 	if _, ok := c.tools()["lamp_on"]; !ok {
 		t.Fatal("lamp_on not listed")
 	}
@@ -120,13 +125,7 @@ func TestHotReload(t *testing.T) {
 }
 
 func TestReloadMigratesRemovedStates(t *testing.T) {
-	dir := t.TempDir()
-	lamp := filepath.Join(dir, "lamp.json")
-	if err := os.WriteFile(lamp, []byte(lampV1), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	url := serveDir(t, dir)
-	c := connect(t, url)
+	_, lamp, c := serveLamp(t)
 	c.call("lamp_on", nil)
 	// The new version has no state "on": the instance moves to the
 	// initial state, and keeps working.

@@ -18,11 +18,16 @@ func mustJSON(tb testing.TB, src string) *interp.Machine {
 
 const toggleJSON = `{"id":"toggle","initial":"off","states":{"off":{"on":{"TOGGLE":"on"}},"on":{"on":{"TOGGLE":"off"}}}}`
 
+// toggle starts an actor of the toggle machine.
+func toggle(b *testing.B) *interp.Actor {
+	a := interp.NewActor(mustJSON(b, toggleJSON), interp.ActorOptions{})
+	a.Start()
+	return a
+}
+
 // BenchmarkSend times one event that moves between two sibling states.
 func BenchmarkSend(b *testing.B) {
-	m := mustJSON(b, toggleJSON)
-	a := interp.NewActor(m, interp.ActorOptions{})
-	a.Start()
+	a := toggle(b)
 	ev := interp.Event{Type: "TOGGLE"}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -42,9 +47,7 @@ func BenchmarkStart(b *testing.B) {
 
 // BenchmarkCan times snapshot.can on an enabled event.
 func BenchmarkCan(b *testing.B) {
-	m := mustJSON(b, toggleJSON)
-	a := interp.NewActor(m, interp.ActorOptions{})
-	a.Start()
+	a := toggle(b)
 	ev := interp.Event{Type: "TOGGLE"}
 	b.ReportAllocs()
 	for b.Loop() {

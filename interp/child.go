@@ -1,7 +1,6 @@
 package interp
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 )
@@ -258,6 +257,3 @@ func (st *stepper) newID() string {
 	}
 	return "x:0"
 }
-
-// ErrChild is wrapped by the errors of child actors that fail to start.
-var ErrChild = errors.New("child actor failed")

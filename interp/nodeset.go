@@ -18,15 +18,6 @@ func (s nodeSet) clone() nodeSet {
 	return c
 }
 
-func (s nodeSet) equal(o nodeSet) bool {
-	for i := range s {
-		if s[i] != o[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // intersects reports whether s and o share a node.
 func (s nodeSet) intersects(o nodeSet) bool {
 	for i := range s {
@@ -85,28 +76,5 @@ func (s nodeSet) prev(i int) int {
 			return -1
 		}
 		w = s[wi]
-	}
-}
-
-// each calls f for every member in increasing order.
-func (s nodeSet) each(f func(i int)) {
-	for wi, w := range s {
-		for w != 0 {
-			b := bits.TrailingZeros64(w)
-			f(wi<<6 | b)
-			w &= w - 1
-		}
-	}
-}
-
-// eachDesc calls f for every member in decreasing order.
-func (s nodeSet) eachDesc(f func(i int)) {
-	for wi := len(s) - 1; wi >= 0; wi-- {
-		w := s[wi]
-		for w != 0 {
-			b := 63 - bits.LeadingZeros64(w)
-			f(wi<<6 | b)
-			w &^= 1 << uint(b)
-		}
 	}
 }

@@ -93,6 +93,24 @@ func (s *Snapshot) history() historyValue { return s.extra().history }
 // Nodes returns the active state nodes, in XState's order.
 func (s *Snapshot) Nodes() []*StateNode { return s.cfg.nodes }
 
+// SameStates reports whether two snapshots of one machine have the same
+// active state nodes.
+func (s *Snapshot) SameStates(o *Snapshot) bool {
+	if s.cfg == o.cfg {
+		return true
+	}
+	a, b := s.cfg.set, o.cfg.set
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // Active reports whether the state node is active.
 func (s *Snapshot) Active(n *StateNode) bool { return s.cfg.set.has(n.Order) }
 

@@ -68,7 +68,7 @@ func (l *Loader) loadModule(file string, roots func(*goja.Runtime, *goja.Object)
 		return nil, nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Msg: "cannot compile the bundled module: " + err.Error()}}}
 	}
 	mod := &jsModule{file: file, prog: prog, prelude: prelude, timeout: l.timeout(), roots: roots}
-	rt, described, err := mod.newRuntime(true)
+	rt, described, err := mod.newRuntime()
 	if err != nil {
 		return nil, nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Msg: err.Error()}}}
 	}

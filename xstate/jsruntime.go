@@ -143,6 +143,14 @@ type jsLazy struct {
 // Seal converts the JavaScript values a step left in a context to Go
 // values (interp.Sealer).
 func (m *jsModule) Seal(rt any, v any) any {
+	r, _ := rt.(*jsRuntime)
+	return sealContext(r, v)
+}
+
+// sealContext converts the JavaScript values left in a context; rt, when
+// given, is the step's runtime, whose conversion of the context is kept
+// for the sealed one.
+func sealContext(rt *jsRuntime, v any) any {
 	ctx, ok := v.(map[string]any)
 	if !ok {
 		return v
@@ -166,9 +174,9 @@ func (m *jsModule) Seal(rt any, v any) any {
 	}
 	// The step's JavaScript object for the context, if it made one, stands
 	// for the sealed context too: they hold the same values.
-	if r, ok := rt.(*jsRuntime); ok {
-		if js := r.cached(ctx); js != nil {
-			r.remember(out, js)
+	if rt != nil {
+		if js := rt.cached(ctx); js != nil {
+			rt.remember(out, js)
 		}
 	}
 	return out
@@ -180,7 +188,7 @@ func plainArgs(a interp.Args) interp.Args {
 	if ctx, ok := a.Context.(map[string]any); ok {
 		for _, x := range ctx {
 			if _, lazy := x.(*jsLazy); lazy {
-				a.Context = (&jsModule{}).Seal(nil, ctx)
+				a.Context = sealContext(nil, ctx)
 				break
 			}
 		}
@@ -210,7 +218,7 @@ func (m *jsModule) get() (*jsRuntime, error) {
 		return rt, nil
 	}
 	m.mu.Unlock()
-	rt, _, err := m.newRuntime(false)
+	rt, _, err := m.newRuntime()
 	return rt, err
 }
 
@@ -233,9 +241,8 @@ func (m *jsModule) put(rt *jsRuntime) {
 }
 
 // newRuntime evaluates the module in a fresh runtime and numbers its
-// functions. With describe set it also returns the roots as Go values for
-// the config reader.
-func (m *jsModule) newRuntime(describe bool) (*jsRuntime, []any, error) {
+// functions; it also returns the roots as Go values for the config reader.
+func (m *jsModule) newRuntime() (*jsRuntime, []any, error) {
 	vm := goja.New()
 	vm.SetMaxCallStackSize(maxCallStack)
 	rt := &jsRuntime{mod: m, vm: vm}

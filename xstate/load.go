@@ -131,11 +131,6 @@ func MissingDiagnostics(file string, m *interp.Machine) []Diagnostic {
 	return out
 }
 
-// LoadFile loads a machine file with a zero Loader.
-func LoadFile(path string) (*interp.Machine, []Diagnostic, error) {
-	return (&Loader{}).Load(path)
-}
-
 // implExts are the extensions of implementations modules, in the order
 // they are looked for beside a JSON machine.
 var implExts = []string{".impl.ts", ".impl.mts", ".impl.js", ".impl.mjs"}
