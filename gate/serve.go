@@ -70,9 +70,34 @@ func (g *Gate) HTTPHandler() http.Handler {
 		server.WithStreamableHTTPLogger(g.log),
 	)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", h)
+	mux.Handle("/mcp", oneWrite(h))
 	return originGuard(mux)
 }
+
+// oneWrite makes a POST's response go out in one write when the handler
+// ends. mcp-go flushes each event of a response it upgraded to SSE (a
+// list_changed notification, then the result), which costs a write, a
+// chunk and a wakeup each; the gate's calls end promptly and ask nothing
+// of the client, so the notification loses nothing by going out with the
+// result. GET streams are left alone: they must flush as they go.
+func oneWrite(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			w = deferredFlush{w}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// deferredFlush is a ResponseWriter whose Flush waits for the handler to
+// end (net/http then writes what is buffered, with a Content-Length when
+// it is small).
+type deferredFlush struct{ http.ResponseWriter }
+
+func (deferredFlush) Flush() {}
+
+// Unwrap lets http.ResponseController reach the connection (deadlines).
+func (d deferredFlush) Unwrap() http.ResponseWriter { return d.ResponseWriter }
 
 // sessionIDs issues session ids and knows which are live.
 type sessionIDs struct {
