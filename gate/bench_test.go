@@ -1,41 +1,47 @@
 package gate_test
 
 import (
-	"context"
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
-
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/mcp"
 )
 
-// BenchmarkCall times the per-call path: one tools/call that moves the
-// invoice machine (submit, then request changes), in process, with the
-// store, listing and notifications of a real call.
+// BenchmarkCall times the server's per-call path: a tools/call that moves
+// the invoice machine (submit, then request changes) through the HTTP
+// handler, as mcpload sends it, with the store, listing and the
+// list_changed notification of a real call; no socket.
 func BenchmarkCall(b *testing.B) {
 	_, g := setup(b)
-	c, err := client.NewInProcessClient(g.Server())
-	if err != nil {
-		b.Fatal(err)
+	h := g.HTTPHandler()
+	defer h.Close()
+	post := func(session, body string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusOK && w.Code != http.StatusAccepted {
+			b.Fatalf("%s: %d %s", body, w.Code, w.Body)
+		}
+		return w
 	}
-	ctx := context.Background()
-	if err := c.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.ProtocolVersion20251125
-	if _, err := c.Initialize(ctx, init); err != nil {
-		b.Fatal(err)
-	}
-	calls := []string{"invoice_submit", "invoice_request_changes"}
+	w := post("", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
+	sid := w.Header().Get("Mcp-Session-Id")
+	post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	tools := []string{"invoice_submit", "invoice_request_changes"}
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		req := mcp.CallToolRequest{}
-		req.Params.Name = calls[i%2]
-		req.Params.Arguments = map[string]any{"reason": "fix it"}
-		res, err := c.CallTool(ctx, req)
-		if err != nil || res.IsError {
-			b.Fatal(err, res)
+		w := post(sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{"reason":"fix it"}}}`, i+1, tools[i%2]))
+		if bytes.Contains(w.Body.Bytes(), []byte(`"isError":true`)) {
+			b.Fatal(w.Body)
 		}
 		i++
 	}

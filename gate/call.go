@@ -22,6 +22,17 @@ const maxSaveRetries = 5
 // handle is the handler of every tool: it finds what the tool stands for
 // and gates the call on the instance's state.
 func (g *Gate) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	res, err := g.handleTool(ctx, req)
+	if res != nil && res.StructuredContent != nil {
+		// Encoded here, faster than mcp-go would.
+		if raw, err := interp.AppendJSON(nil, res.StructuredContent); err == nil {
+			res.RawStructuredContent, res.StructuredContent = raw, nil
+		}
+	}
+	return res, err
+}
+
+func (g *Gate) handleTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	name := req.Params.Name
 	ref, ok := g.lookup(name)
 	if !ok {
@@ -188,7 +199,9 @@ func eventOf(typ string, args map[string]any, handleKey string) interp.Event {
 
 func validate(t *Tool, args map[string]any) error {
 	var inst any = map[string]any{}
-	if args != nil {
+	if plainJSON(args) {
+		inst = args
+	} else if args != nil {
 		// The validator wants plain JSON values.
 		data, err := json.Marshal(args)
 		if err != nil {
@@ -202,6 +215,34 @@ func validate(t *Tool, args map[string]any) error {
 		return fmt.Errorf("the arguments of %s do not match its input schema: %s", t.Name, schemaError(err))
 	}
 	return nil
+}
+
+// plainJSON reports whether v holds only the values encoding/json decodes
+// to (as arguments that came over the wire do), which the validator takes
+// as they are.
+func plainJSON(v any) bool {
+	switch x := v.(type) {
+	case nil, bool, string, float64, json.Number:
+		return true
+	case map[string]any:
+		if x == nil {
+			return false
+		}
+		for _, e := range x {
+			if !plainJSON(e) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		for _, e := range x {
+			if !plainJSON(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // schemaError renders a validation error without the schema's URL.

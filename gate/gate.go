@@ -114,7 +114,7 @@ type session struct {
 	// machines with a handle key).
 	handles map[string]string
 	// last is the tool list the session was last shown or told about.
-	last []string
+	last []shown
 }
 
 // New makes a gate serving no machine yet.
@@ -287,7 +287,7 @@ func (g *Gate) sessionOf(ctx context.Context) *session {
 
 func (g *Gate) addSession(ctx context.Context, id string) {
 	s := &session{id: id, handles: map[string]string{}}
-	s.last = g.names(g.listFor(ctx, s))
+	s.last = g.shownTo(ctx, s)
 	g.sessMu.Lock()
 	if _, exists := g.sessions[id]; !exists {
 		g.sessions[id] = s
@@ -364,21 +364,51 @@ func (g *Gate) viewOf(m *Machine, s *interp.Snapshot) view {
 	return v
 }
 
-// listFor computes a session's tool list.
-func (g *Gate) listFor(ctx context.Context, s *session) []mcp.Tool {
-	var out []mcp.Tool
-	for _, m := range g.Machines() {
+// shown is one machine's part of a session's tool list: the view of the
+// instance the session sees (tools nil when it cannot be loaded: only the
+// status tool is listed).
+type shown struct {
+	id, version string
+	tools       []string
+	initial     bool
+}
+
+// shownTo computes what a session's tool list is made of, machine by
+// machine, and records it as what the session was last shown.
+func (g *Gate) shownTo(ctx context.Context, s *session) []shown {
+	ms := g.Machines()
+	out := make([]shown, len(ms))
+	for i, m := range ms {
+		out[i] = shown{id: m.ID, version: m.Version}
 		v, err := g.current(ctx, m, g.instanceOf(s, m))
 		if err != nil {
 			g.log.Warn("cannot load instance for listing", "machine", m.ID, "err", err)
-			if ref, ok := g.lookup(m.StatusTool); ok {
-				out = append(out, ref.full)
-			}
+			out[i].tools = []string{m.StatusTool}
 			continue
 		}
-		for _, name := range v.tools {
+		out[i].tools, out[i].initial = v.tools, v.initial
+	}
+	if s != nil {
+		s.mu.Lock()
+		s.last = out
+		s.mu.Unlock()
+	}
+	return out
+}
+
+func sameShown(a, b []shown) bool {
+	return slices.EqualFunc(a, b, func(x, y shown) bool {
+		return x.id == y.id && x.version == y.version && x.initial == y.initial && slices.Equal(x.tools, y.tools)
+	})
+}
+
+// listFor computes a session's tool list.
+func (g *Gate) listFor(ctx context.Context, s *session) []mcp.Tool {
+	var out []mcp.Tool
+	for _, sh := range g.shownTo(ctx, s) {
+		for _, name := range sh.tools {
 			if ref, ok := g.lookup(name); ok {
-				if v.initial {
+				if sh.initial {
 					out = append(out, ref.compact)
 				} else {
 					out = append(out, ref.full)
@@ -387,19 +417,6 @@ func (g *Gate) listFor(ctx context.Context, s *session) []mcp.Tool {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	if s != nil {
-		s.mu.Lock()
-		s.last = g.names(out)
-		s.mu.Unlock()
-	}
-	return out
-}
-
-func (g *Gate) names(ts []mcp.Tool) []string {
-	out := make([]string, len(ts))
-	for i, t := range ts {
-		out[i] = t.Name + "\x00" + t.Description
-	}
 	return out
 }
 
@@ -445,8 +462,7 @@ func (g *Gate) refreshSession(ctx context.Context, s *session) {
 	s.mu.Lock()
 	before := s.last
 	s.mu.Unlock()
-	now := g.names(g.listFor(ctx, s))
-	if slices.Equal(before, now) {
+	if sameShown(before, g.shownTo(ctx, s)) {
 		return
 	}
 	if err := g.srv.SendNotificationToSpecificClient(s.id, "notifications/tools/list_changed", nil); err != nil {

@@ -2,8 +2,6 @@ package gate
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"io"
 	"log/slog"
@@ -11,9 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 
-	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"stategate/xstate"
@@ -56,82 +52,29 @@ func (g *Gate) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) erro
 	return err
 }
 
-// HTTPHandler serves MCP over Streamable HTTP at /mcp. Session ids are
-// ones this process issued (an unknown or old id gets 404, so the client
-// starts a new session); the protocol is pinned to the session-based
-// revisions (up to 2025-11-25), since tool lists are per session; requests
-// from a foreign Origin are refused.
-func (g *Gate) HTTPHandler() http.Handler {
-	ids := &sessionIDs{live: map[string]bool{}}
-	h := server.NewStreamableHTTPServer(g.srv,
-		server.WithEndpointPath("/mcp"),
-		server.WithSessionIdManager(ids),
-		server.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
-		server.WithStreamableHTTPLogger(g.log),
-	)
+// HTTPHandler serves MCP over Streamable HTTP at /mcp (see httpTransport).
+// Session ids are ones this process issued (an unknown or old id gets 404,
+// so the client starts a new session); the protocol is pinned to the
+// session-based revisions (up to 2025-11-25), since tool lists are per
+// session; requests from a foreign Origin are refused. Close it when the
+// HTTP server shuts down, so that its streams end.
+func (g *Gate) HTTPHandler() *HTTPHandler {
+	t := newHTTPTransport(g.srv, g.log)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", oneWrite(h))
-	return originGuard(mux)
+	mux.Handle("/mcp", t)
+	return &HTTPHandler{h: originGuard(mux), t: t}
 }
 
-// oneWrite makes a POST's response go out in one write when the handler
-// ends. mcp-go flushes each event of a response it upgraded to SSE (a
-// list_changed notification, then the result), which costs a write, a
-// chunk and a wakeup each; the gate's calls end promptly and ask nothing
-// of the client, so the notification loses nothing by going out with the
-// result. GET streams are left alone: they must flush as they go.
-func oneWrite(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			w = deferredFlush{w}
-		}
-		next.ServeHTTP(w, r)
-	})
+// HTTPHandler is the gate's Streamable HTTP endpoint.
+type HTTPHandler struct {
+	h http.Handler
+	t *httpTransport
 }
 
-// deferredFlush is a ResponseWriter whose Flush waits for the handler to
-// end (net/http then writes what is buffered, with a Content-Length when
-// it is small).
-type deferredFlush struct{ http.ResponseWriter }
+func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.h.ServeHTTP(w, r) }
 
-func (deferredFlush) Flush() {}
-
-// Unwrap lets http.ResponseController reach the connection (deadlines).
-func (d deferredFlush) Unwrap() http.ResponseWriter { return d.ResponseWriter }
-
-// sessionIDs issues session ids and knows which are live.
-type sessionIDs struct {
-	mu   sync.Mutex
-	live map[string]bool
-}
-
-func (s *sessionIDs) Generate() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	id := hex.EncodeToString(b[:])
-	s.mu.Lock()
-	s.live[id] = true
-	s.mu.Unlock()
-	return id
-}
-
-var errUnknownSession = errors.New("unknown session")
-
-func (s *sessionIDs) Validate(id string) (bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.live[id] {
-		return false, errUnknownSession
-	}
-	return false, nil
-}
-
-func (s *sessionIDs) Terminate(id string) (bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.live, id)
-	return false, nil
-}
+// Close ends every session and its stream, and refuses new sessions.
+func (h *HTTPHandler) Close() { h.t.Close() }
 
 // originGuard refuses requests whose Origin is not the server's own host
 // or a loopback host: a web page elsewhere may not drive local tools.

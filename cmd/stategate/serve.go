@@ -99,7 +99,9 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: g.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
+	h := g.HTTPHandler()
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv.RegisterOnShutdown(h.Close)
 	log.Info("serving MCP over Streamable HTTP", "url", fmt.Sprintf("http://%s/mcp", ln.Addr()), "store", c.Data)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
