@@ -368,7 +368,7 @@ func (g *Gate) viewOf(m *Machine, s *interp.Snapshot) view {
 // instance the session sees (tools nil when it cannot be loaded: only the
 // status tool is listed).
 type shown struct {
-	id, version string
+	id, version string // the machine, and the version of its tools' listing
 	tools       []string
 	initial     bool
 }
@@ -379,7 +379,7 @@ func (g *Gate) shownTo(ctx context.Context, s *session) []shown {
 	ms := g.Machines()
 	out := make([]shown, len(ms))
 	for i, m := range ms {
-		out[i] = shown{id: m.ID, version: m.Version}
+		out[i] = shown{id: m.ID, version: m.listing}
 		v, err := g.current(ctx, m, g.instanceOf(s, m))
 		if err != nil {
 			g.log.Warn("cannot load instance for listing", "machine", m.ID, "err", err)

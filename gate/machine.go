@@ -23,6 +23,7 @@ type Machine struct {
 	ID        string
 	File      string
 	Version   string // content hash of the file (and its implementations)
+	listing   string // hash of what its tools look like to clients
 	M         *interp.Machine
 	HandleKey string // the argument that picks the instance; "" for none
 
@@ -99,6 +100,18 @@ func LoadMachine(l *xstate.Loader, file, defaultHandleKey string) (*Machine, []x
 	}
 	gm.Version = fileVersion(file)
 	return gm, warns, nil
+}
+
+// listingVersion hashes what clients are shown of a machine's tools
+// (names, descriptions, schemas): a reload that keeps it tells nobody.
+func listingVersion(m *Machine) string {
+	h := sha256.New()
+	enc := json.NewEncoder(h)
+	_ = enc.Encode([]string{m.ID, m.HandleKey, m.StatusTool, m.ResetTool})
+	for _, t := range m.Tools {
+		_ = enc.Encode([]any{t.Name, t.Event, t.Description, t.Compact, t.Schema})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 // fileVersion hashes a machine file and its implementations module.
@@ -210,6 +223,7 @@ func newMachine(m *interp.Machine, file, defaultHandleKey string) (*Machine, err
 	if init, _, err := m.Initial(nil); err == nil {
 		gm.initSnap = init
 	}
+	gm.listing = listingVersion(gm)
 	return gm, nil
 }
 
