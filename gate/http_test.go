@@ -130,7 +130,7 @@ func TestHTTPTransport(t *testing.T) {
 	t.Run("bad bodies", func(t *testing.T) {
 		id, _ := rawSession(t, url, "2025-06-18")
 		for body, want := range map[string]int{
-			`{"jsonrpc":`: http.StatusBadRequest,
+			`{"jsonrpc":`:    http.StatusBadRequest,
 			`[` + call + `]`: http.StatusBadRequest,
 		} {
 			if res := rawPost(t, url, id, body, nil); res.StatusCode != want {
