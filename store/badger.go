@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,8 @@ type Badger struct {
 	done      sync.WaitGroup
 	retention uint64
 	saves     chan *saveReq // group commit: saves waiting for the writer
+	wal       *wal          // nil with NoSync
+	ops       []walOp       // the writes of the batch being written
 	nSaves    atomic.Uint64
 	nCommits  atomic.Uint64
 }
@@ -68,8 +71,10 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	// Durability comes from the store's own write-ahead log (see wal):
+	// Badger's SyncWrites stays off.
 	opts := badger.DefaultOptions(dir).
-		WithSyncWrites(!o.NoSync).
+		WithSyncWrites(false).
 		WithLogger(badgerLogger{log}).
 		WithNumMemtables(2).
 		WithMemTableSize(4 << 20).
@@ -89,6 +94,12 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
 	b := &Badger{db: db, log: log, stop: make(chan struct{}), retention: DefaultAuditRetention}
+	if !o.NoSync {
+		if err := b.openWAL(filepath.Join(dir, "stategate.wal")); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
 	if o.AuditRetention > 0 {
 		b.retention = uint64(o.AuditRetention)
 	}
@@ -144,16 +155,23 @@ func (b *Badger) writeBatch(batch []*saveReq) {
 	for {
 		results := make([]error, len(batch))
 		err := b.db.Update(func(txn *badger.Txn) error {
+			b.ops = b.ops[:0]
 			for i, r := range batch {
 				results[i] = b.put(txn, r.k, r.rec, r.version)
 				if results[i] != nil && !errors.Is(results[i], ErrConflict) {
 					return results[i]
 				}
 			}
-			return nil
+			// The batch is durable before Badger commits it (in memory).
+			return b.logBatch()
 		})
 		if errors.Is(err, badger.ErrConflict) {
 			continue // another transaction wrote meanwhile: redo the batch
+		}
+		if errors.Is(err, badger.ErrTxnTooBig) && len(batch) > 1 {
+			b.writeBatch(batch[:len(batch)/2])
+			b.writeBatch(batch[len(batch)/2:])
+			return
 		}
 		b.nCommits.Add(1)
 		b.nSaves.Add(uint64(len(batch)))
@@ -286,7 +304,7 @@ func (b *Badger) put(txn *badger.Txn, k Key, rec Record, version uint64) error {
 	if err != nil {
 		return err
 	}
-	if err := txn.Set(keyOf(k), val); err != nil {
+	if err := b.set(txn, keyOf(k), val); err != nil {
 		return err
 	}
 	if rec.Audit == nil {
@@ -298,11 +316,83 @@ func (b *Badger) put(txn *badger.Txn, k Key, rec Record, version uint64) error {
 	if err != nil {
 		return err
 	}
-	if err := txn.Set(auditKey(k, version+1), data); err != nil {
+	if err := b.set(txn, auditKey(k, version+1), data); err != nil {
 		return err
 	}
 	if version+1 > b.retention {
-		return txn.Delete(auditKey(k, version+1-b.retention))
+		key := auditKey(k, version+1-b.retention)
+		b.ops = append(b.ops, walOp{del: true, key: key})
+		return txn.Delete(key)
+	}
+	return nil
+}
+
+// set writes a key in the batch's transaction, and notes it for the log.
+func (b *Badger) set(txn *badger.Txn, key, val []byte) error {
+	b.ops = append(b.ops, walOp{key: key, val: val})
+	return txn.Set(key, val)
+}
+
+// openWAL opens the write-ahead log and applies what it holds (the
+// batches written since Badger was last synced), then starts it over.
+func (b *Badger) openWAL(path string) error {
+	w, batches, err := openWAL(path)
+	if err != nil {
+		return err
+	}
+	if len(batches) > 0 {
+		wb := b.db.NewWriteBatch()
+		n := 0
+		for _, ops := range batches {
+			for _, op := range ops {
+				if op.del {
+					err = wb.Delete(op.key)
+				} else {
+					err = wb.Set(op.key, op.val)
+				}
+				if err != nil {
+					wb.Cancel()
+					w.Close()
+					return fmt.Errorf("replay %s: %w", path, err)
+				}
+				n++
+			}
+		}
+		if err := wb.Flush(); err != nil {
+			w.Close()
+			return fmt.Errorf("replay %s: %w", path, err)
+		}
+		b.log.Info("store: replayed the write-ahead log", "batches", len(batches), "writes", n)
+	}
+	if err := b.syncAndRestart(w); err != nil {
+		w.Close()
+		return err
+	}
+	b.wal = w
+	return nil
+}
+
+// syncAndRestart makes Badger durable by itself, then starts the log over.
+func (b *Badger) syncAndRestart(w *wal) error {
+	if err := b.db.Sync(); err != nil {
+		return fmt.Errorf("sync store: %w", err)
+	}
+	return w.restart(w.gen + 1)
+}
+
+// logBatch makes the batch's writes durable in the write-ahead log.
+func (b *Badger) logBatch() error {
+	if b.wal == nil || len(b.ops) == 0 {
+		return nil
+	}
+	err := b.wal.append(b.ops)
+	if errors.Is(err, errWALFull) {
+		if err = b.syncAndRestart(b.wal); err == nil {
+			err = b.wal.append(b.ops)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("write-ahead log: %w", err)
 	}
 	return nil
 }
@@ -310,7 +400,7 @@ func (b *Badger) put(txn *badger.Txn, k Key, rec Record, version uint64) error {
 // Delete removes an instance and its audit trail.
 func (b *Badger) Delete(ctx context.Context, k Key) error {
 	prefix := []byte(auditPrefix + k.Machine + "\x00" + k.Handle + "\x00")
-	return b.db.Update(func(txn *badger.Txn) error {
+	err := b.db.Update(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
 		opts.PrefetchValues = false
 		opts.Prefix = prefix
@@ -327,6 +417,10 @@ func (b *Badger) Delete(ctx context.Context, k Key) error {
 		}
 		return txn.Delete(keyOf(k))
 	})
+	if err == nil && b.wal != nil {
+		err = b.db.Sync()
+	}
+	return err
 }
 
 // Audit returns the last n entries of an instance's audit trail.
@@ -381,7 +475,17 @@ func (b *Badger) List(ctx context.Context) ([]Key, error) {
 func (b *Badger) Close() error {
 	close(b.stop)
 	b.done.Wait()
-	return b.db.Close()
+	err := b.db.Close()
+	if b.wal != nil {
+		if err == nil {
+			// Badger is on the disk: the log has nothing left to replay.
+			err = b.wal.restart(b.wal.gen + 1)
+		}
+		if cerr := b.wal.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
 }
 
 // badgerLogger sends Badger's logs to slog: its warnings and errors only.
