@@ -83,8 +83,10 @@ func setupWith(t testing.TB, extra map[string]string) (url string, g *gate.Gate)
 	if err := g.SetMachines(ms); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(g.HTTPHandler())
+	h := g.HTTPHandler()
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
+	t.Cleanup(h.Close) // before srv.Close: streams end
 	return srv.URL + "/mcp", g
 }
 

@@ -46,10 +46,19 @@ type httpTransport struct {
 	log      *slog.Logger
 	versions []string
 
+	// idle is how long a session may go without a request (and without a
+	// GET stream) before it is ended: clients that vanish without DELETE
+	// leave nothing behind.
+	idle time.Duration
+
 	mu       sync.Mutex
 	sessions map[string]*httpSession
 	closed   bool
+	stop     chan struct{} // closed by Close: ends the sweeper
 }
+
+// sessionIdle is how long an unused HTTP session lives.
+const sessionIdle = time.Hour
 
 // maxBody bounds a POST's body.
 const maxBody = 4 << 20
@@ -65,6 +74,7 @@ type httpSession struct {
 	notes       chan mcp.JSONRPCNotification
 	initialized atomic.Bool
 	streaming   atomic.Bool   // a GET stream takes the notifications
+	lastSeen    atomic.Int64  // UnixNano of its last request
 	done        chan struct{} // closed when the session ends
 	endOnce     sync.Once
 }
@@ -79,7 +89,41 @@ func (s *httpSession) NotificationChannel() chan<- mcp.JSONRPCNotification {
 func (s *httpSession) end() { s.endOnce.Do(func() { close(s.done) }) }
 
 func newHTTPTransport(srv *server.MCPServer, log *slog.Logger) *httpTransport {
-	return &httpTransport{srv: srv, log: log, versions: mcp.LegacyProtocolVersions(), sessions: map[string]*httpSession{}}
+	t := &httpTransport{srv: srv, log: log, versions: mcp.LegacyProtocolVersions(), idle: sessionIdle,
+		sessions: map[string]*httpSession{}, stop: make(chan struct{})}
+	go t.sweeper()
+	return t
+}
+
+// sweeper ends idle sessions, until Close.
+func (t *httpTransport) sweeper() {
+	tick := time.NewTicker(t.idle / 12)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.stop:
+			return
+		case now := <-tick.C:
+			t.sweep(now)
+		}
+	}
+}
+
+// sweep ends the sessions idle since before now-t.idle.
+func (t *httpTransport) sweep(now time.Time) {
+	cut := now.Add(-t.idle).UnixNano()
+	var idle []string
+	t.mu.Lock()
+	for id, s := range t.sessions {
+		if !s.streaming.Load() && s.lastSeen.Load() < cut {
+			idle = append(idle, id)
+		}
+	}
+	t.mu.Unlock()
+	for _, id := range idle {
+		t.log.Debug("ending an idle session", "session", id)
+		t.close(id)
+	}
 }
 
 func (t *httpTransport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -211,7 +255,10 @@ func (t *httpTransport) get(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Conflict: the session already has a stream", http.StatusConflict)
 		return
 	}
-	defer s.streaming.Store(false)
+	defer func() {
+		s.lastSeen.Store(time.Now().UnixNano())
+		s.streaming.Store(false)
+	}()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
@@ -277,6 +324,7 @@ func (t *httpTransport) session(w http.ResponseWriter, r *http.Request) *httpSes
 		http.Error(w, "Not Found: unknown or ended session", http.StatusNotFound)
 		return nil
 	}
+	s.lastSeen.Store(time.Now().UnixNano())
 	return s
 }
 
@@ -285,6 +333,7 @@ func (t *httpTransport) open(ctx context.Context) (*httpSession, error) {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	s := &httpSession{id: hex.EncodeToString(b[:]), notes: make(chan mcp.JSONRPCNotification, 64), done: make(chan struct{})}
+	s.lastSeen.Store(time.Now().UnixNano())
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -317,6 +366,9 @@ func (t *httpTransport) close(id string) {
 // Close ends every session and refuses new ones; GET streams end.
 func (t *httpTransport) Close() {
 	t.mu.Lock()
+	if !t.closed {
+		close(t.stop)
+	}
 	t.closed = true
 	ids := make([]string, 0, len(t.sessions))
 	for id := range t.sessions {
