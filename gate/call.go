@@ -51,14 +51,8 @@ func (g *Gate) handleTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 			return errorResult("INVALID_ARGUMENTS", fmt.Sprintf("INVALID_ARGUMENTS: argument %q (the %s instance) is required and must be a non-empty string", m.HandleKey, m.ID), nil), nil
 		}
 		handle = h
-		if s != nil {
-			s.mu.Lock()
-			switched := s.handles[m.ID] != h
-			s.handles[m.ID] = h
-			s.mu.Unlock()
-			if switched {
-				defer g.refreshSession(context.WithoutCancel(ctx), s)
-			}
+		if s != nil && g.useHandle(s, m, h) {
+			defer g.refreshSession(context.WithoutCancel(ctx), s)
 		}
 	}
 	switch ref.kind {

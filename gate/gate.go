@@ -65,6 +65,9 @@ type Gate struct {
 
 	sessMu   sync.Mutex
 	sessions map[string]*session
+	// viewers are the sessions that see an instance of a machine with a
+	// handle key, by instanceKey: whom a change of the instance concerns.
+	viewers map[string]map[*session]bool
 
 	errMu    sync.Mutex
 	loadErrs map[string]error // files that fail to load now
@@ -119,7 +122,7 @@ type session struct {
 
 // New makes a gate serving no machine yet.
 func New(opts Options) *Gate {
-	g := &Gate{opts: opts, log: opts.Logger, store: opts.Store, machines: map[string]*Machine{}, tools: map[string]toolRef{}, sessions: map[string]*session{}, cache: map[string]*instance{}}
+	g := &Gate{opts: opts, log: opts.Logger, store: opts.Store, machines: map[string]*Machine{}, tools: map[string]toolRef{}, sessions: map[string]*session{}, viewers: map[string]map[*session]bool{}, cache: map[string]*instance{}}
 	if g.log == nil {
 		g.log = slog.Default()
 	}
@@ -297,8 +300,78 @@ func (g *Gate) addSession(ctx context.Context, id string) {
 
 func (g *Gate) dropSession(id string) {
 	g.sessMu.Lock()
+	defer g.sessMu.Unlock()
+	s := g.sessions[id]
+	if s == nil {
+		return
+	}
 	delete(g.sessions, id)
-	g.sessMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for mid, h := range s.handles {
+		g.unview(s, instanceKey2(mid, h))
+	}
+}
+
+// useHandle makes a session see an instance of a handle-key machine; it
+// reports whether that is a change.
+func (g *Gate) useHandle(s *session, m *Machine, h string) bool {
+	g.sessMu.Lock()
+	defer g.sessMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, had := s.handles[m.ID]
+	if had && old == h {
+		return false
+	}
+	if had {
+		g.unview(s, instanceKey2(m.ID, old))
+	}
+	s.handles[m.ID] = h
+	if _, live := g.sessions[s.id]; live {
+		key := instanceKey2(m.ID, h)
+		if g.viewers[key] == nil {
+			g.viewers[key] = map[*session]bool{}
+		}
+		g.viewers[key][s] = true
+	}
+	return true
+}
+
+// unview forgets that a session sees an instance (sessMu held).
+func (g *Gate) unview(s *session, key string) {
+	if vs := g.viewers[key]; vs != nil {
+		delete(vs, s)
+		if len(vs) == 0 {
+			delete(g.viewers, key)
+		}
+	}
+}
+
+// sessionsSeeing returns the sessions that see an instance.
+func (g *Gate) sessionsSeeing(m *Machine, handle string) []*session {
+	g.sessMu.Lock()
+	defer g.sessMu.Unlock()
+	switch {
+	case m.HandleKey != "":
+		out := make([]*session, 0, len(g.viewers[instanceKey(m, handle)]))
+		for s := range g.viewers[instanceKey(m, handle)] {
+			out = append(out, s)
+		}
+		return out
+	case g.opts.SharedInstance != "" || handle == g.shared():
+		out := make([]*session, 0, len(g.sessions))
+		for _, s := range g.sessions {
+			if g.instanceOf(s, m) == handle {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	if s := g.sessions[handle]; s != nil {
+		return []*session{s} // a session's own instance
+	}
+	return nil
 }
 
 func (g *Gate) allSessions() []*session {
@@ -444,10 +517,7 @@ func (g *Gate) current(ctx context.Context, m *Machine, handle string) (view, er
 // refresh tells every session that sees one of the given instances, or
 // all sessions when keys is nil, that its tool list changed, when it did.
 func (g *Gate) refresh(ctx context.Context, m *Machine, handle string) {
-	for _, s := range g.allSessions() {
-		if m != nil && g.instanceOf(s, m) != handle {
-			continue
-		}
+	for _, s := range g.sessionsSeeing(m, handle) {
 		g.refreshSession(ctx, s)
 	}
 }
@@ -678,7 +748,9 @@ func (k *keyedMutex) lock(key string) func() {
 	}
 }
 
-func instanceKey(m *Machine, handle string) string { return m.ID + "\x00" + handle }
+func instanceKey(m *Machine, handle string) string { return instanceKey2(m.ID, handle) }
+
+func instanceKey2(machineID, handle string) string { return machineID + "\x00" + handle }
 
 func joinTools(names []string) string {
 	if len(names) == 0 {
