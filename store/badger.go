@@ -42,9 +42,17 @@ type Badger struct {
 	stop      chan struct{}
 	done      sync.WaitGroup
 	retention uint64
-	saves     chan *saveReq // group commit: saves waiting for the writer
-	wal       *wal          // nil with NoSync
-	ops       []walOp       // the writes of the batch being written
+	wal       *wal    // nil with NoSync
+	ops       []walOp // the writes of the batch being written (by the leader)
+
+	// Group commit: a save that finds no batch being written writes the
+	// saves waiting (its own first) as the leader; saves that arrive
+	// meanwhile wait, and the first of them leads the next batch.
+	mu       sync.Mutex
+	queue    []*saveReq
+	leading  bool
+	closed   bool
+	inflight sync.WaitGroup
 	nSaves    atomic.Uint64
 	nCommits  atomic.Uint64
 }
@@ -58,7 +66,8 @@ type saveReq struct {
 	k       Key
 	rec     Record
 	version uint64
-	done    chan error
+	done    chan error    // its outcome
+	lead    chan struct{} // told to lead the next batch
 }
 
 // maxBatch bounds the saves written in one transaction.
@@ -111,44 +120,28 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		b.done.Add(1)
 		go b.gc(every)
 	}
-	b.saves = make(chan *saveReq, maxBatch)
-	b.done.Add(1)
-	go b.writer()
 	return b, nil
 }
 
-// writer writes the saves waiting at any moment in one transaction: one
-// commit (one fsync) for all of them; the saves that arrive meanwhile
-// make the next batch (group commit).
-func (b *Badger) writer() {
-	defer b.done.Done()
-	for {
-		var batch []*saveReq
-		select {
-		case <-b.stop:
-			// Write what is still waiting, then stop.
-			for {
-				select {
-				case r := <-b.saves:
-					b.writeBatch([]*saveReq{r})
-				default:
-					return
-				}
-			}
-		case r := <-b.saves:
-			batch = append(batch, r)
-		}
-	more:
-		for len(batch) < maxBatch {
-			select {
-			case r := <-b.saves:
-				batch = append(batch, r)
-			default:
-				break more
-			}
-		}
-		b.writeBatch(batch)
+// commit writes the waiting saves, maxBatch at a time, in one
+// transaction each (one fsync), then hands the lead to the first save
+// that arrived meanwhile, if any.
+func (b *Badger) commit() {
+	b.mu.Lock()
+	n := min(len(b.queue), maxBatch)
+	batch := append([]*saveReq(nil), b.queue[:n]...)
+	b.queue = b.queue[n:]
+	b.mu.Unlock()
+	b.writeBatch(batch)
+	b.mu.Lock()
+	if len(b.queue) == 0 {
+		b.leading = false
+		b.mu.Unlock()
+		return
 	}
+	next := b.queue[0]
+	b.mu.Unlock()
+	next.lead <- struct{}{}
 }
 
 func (b *Badger) writeBatch(batch []*saveReq) {
@@ -265,18 +258,32 @@ func (b *Badger) Save(ctx context.Context, k Key, rec Record, version uint64) (u
 	if rec.Updated.IsZero() {
 		rec.Updated = time.Now()
 	}
-	r := &saveReq{k: k, rec: rec, version: version, done: make(chan error, 1)}
-	select {
-	case b.saves <- r:
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	case <-b.stop:
+	r := &saveReq{k: k, rec: rec, version: version, done: make(chan error, 1), lead: make(chan struct{}, 1)}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
 		return 0, errors.New("store closed")
 	}
-	if err := <-r.done; err != nil {
-		return 0, err
+	b.inflight.Add(1)
+	defer b.inflight.Done()
+	b.queue = append(b.queue, r)
+	lead := !b.leading
+	b.leading = true
+	b.mu.Unlock()
+	if lead {
+		b.commit()
 	}
-	return version + 1, nil
+	for {
+		select {
+		case err := <-r.done:
+			if err != nil {
+				return 0, err
+			}
+			return version + 1, nil
+		case <-r.lead:
+			b.commit()
+		}
+	}
 }
 
 // put writes one save in a transaction: the record (if the instance is
@@ -473,6 +480,10 @@ func (b *Badger) List(ctx context.Context) ([]Key, error) {
 // Close stops the writer and the garbage collector, and closes the
 // database.
 func (b *Badger) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.inflight.Wait() // the saves under way are written
 	close(b.stop)
 	b.done.Wait()
 	err := b.db.Close()
