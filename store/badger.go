@@ -53,8 +53,8 @@ type Badger struct {
 	leading  bool
 	closed   bool
 	inflight sync.WaitGroup
-	nSaves    atomic.Uint64
-	nCommits  atomic.Uint64
+	nSaves   atomic.Uint64
+	nCommits atomic.Uint64
 }
 
 // Stats returns how many saves were written, in how many commits (each
