@@ -216,7 +216,7 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if len(pending) == 0 {
-		if err := enc.Encode(resp); err != nil {
+		if err := encodeMsg(&buf, enc, resp); err != nil {
 			t.log.Error("cannot encode a response", "err", err)
 			writeRPCError(w, http.StatusInternalServerError, env.ID, mcp.INTERNAL_ERROR, "cannot encode the response")
 			return
@@ -237,8 +237,20 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 // sseEvent appends one server-sent event carrying a JSON-RPC message.
 func sseEvent(buf *bytes.Buffer, enc *json.Encoder, msg any) {
 	buf.WriteString("event: message\ndata: ")
-	_ = enc.Encode(msg) // ends with a newline
+	_ = encodeMsg(buf, enc, msg) // ends with a newline
 	buf.WriteString("\n")
+}
+
+// encodeMsg appends a JSON-RPC message and a newline to buf (enc writes
+// to buf).
+func encodeMsg(buf *bytes.Buffer, enc *json.Encoder, msg any) error {
+	if m, ok := msg.(mcp.JSONRPCMessage); ok {
+		if b, ok := appendResult(buf.AvailableBuffer(), m); ok {
+			buf.Write(b)
+			return nil
+		}
+	}
+	return enc.Encode(msg)
 }
 
 func (t *httpTransport) get(w http.ResponseWriter, r *http.Request) {

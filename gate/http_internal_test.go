@@ -2,10 +2,14 @@ package gate
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
+	"reflect"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 func TestIdleSessionsEnd(t *testing.T) {
@@ -43,5 +47,45 @@ func TestIdleSessionsEnd(t *testing.T) {
 	g.sessMu.Unlock()
 	if known {
 		t.Fatal("the gate still knows the ended session")
+	}
+}
+
+// TestAppendResultMatchesEncodingJSON checks the fast encoding of a call's
+// answer against encoding/json's, and that other messages are left to it.
+func TestAppendResultMatchesEncodingJSON(t *testing.T) {
+	ok := &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent("moved <on> \"now\" ✓")}, RawStructuredContent: json.RawMessage(`{"state":"draft","tools":["a","b"]}`)}
+	bad := &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent("FORBIDDEN: no")}, IsError: true, RawStructuredContent: json.RawMessage(`{"error":"FORBIDDEN"}`)}
+	bare := mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent("a"), mcp.NewTextContent("b")}}
+	for _, msg := range []mcp.JSONRPCMessage{
+		mcp.NewJSONRPCResultResponse(mcp.NewRequestId(int64(7)), ok),
+		mcp.NewJSONRPCResultResponse(mcp.NewRequestId("req-1"), bad),
+		mcp.NewJSONRPCResultResponse(mcp.NewRequestId(float64(3)), bare),
+	} {
+		fast, handled := appendResult(nil, msg)
+		if !handled {
+			t.Fatalf("%+v: not handled", msg)
+		}
+		slow, err := json.Marshal(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a, b any
+		if err := json.Unmarshal(fast, &a); err != nil {
+			t.Fatalf("fast encoding %s: %v", fast, err)
+		}
+		_ = json.Unmarshal(slow, &b)
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("fast %s\n want %s", fast, slow)
+		}
+	}
+	img := &mcp.CallToolResult{Content: []mcp.Content{mcp.NewImageContent("AAAA", "image/png")}}
+	for _, msg := range []mcp.JSONRPCMessage{
+		mcp.NewJSONRPCResultResponse(mcp.NewRequestId(int64(1)), img),
+		mcp.NewJSONRPCResultResponse(mcp.NewRequestId(int64(1)), mcp.ListToolsResult{}),
+		mcp.JSONRPCNotification{JSONRPC: "2.0", Notification: mcp.Notification{Method: "notifications/tools/list_changed"}},
+	} {
+		if out, handled := appendResult(nil, msg); handled || len(out) > 0 {
+			t.Errorf("%+v: handled by the fast path", msg)
+		}
 	}
 }
