@@ -46,3 +46,29 @@ func BenchmarkCall(b *testing.B) {
 		i++
 	}
 }
+
+// BenchmarkList times a tools/list through the HTTP handler.
+func BenchmarkList(b *testing.B) {
+	_, g := setup(b)
+	h := g.HTTPHandler()
+	defer h.Close()
+	post := func(session, body string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusOK && w.Code != http.StatusAccepted {
+			b.Fatalf("%s: %d %s", body, w.Code, w.Body)
+		}
+		return w
+	}
+	sid := post("", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`).Header().Get("Mcp-Session-Id")
+	post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		post(sid, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	}
+}

@@ -1,10 +1,73 @@
 package gate
 
 import (
+	"reflect"
+
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"stategate/interp"
 )
+
+// appendMessage appends the JSON of a response the gate answers often (a
+// tool call's result, a tool list) faster than mcp-go's reflective
+// encoding; it reports false, having appended nothing, for any other
+// message, which is then left to encoding/json.
+func (g *Gate) appendMessage(dst []byte, msg mcp.JSONRPCMessage) ([]byte, bool) {
+	if b, ok := appendResult(dst, msg); ok {
+		return b, true
+	}
+	return g.appendToolList(dst, msg)
+}
+
+// appendToolList writes a tools/list response from the tools' encodings
+// made when they were registered.
+func (g *Gate) appendToolList(dst []byte, msg mcp.JSONRPCMessage) ([]byte, bool) {
+	resp, ok := msg.(mcp.JSONRPCResponse)
+	if !ok {
+		return dst, false
+	}
+	var res *mcp.ListToolsResult
+	switch r := resp.Result.(type) {
+	case *mcp.ListToolsResult:
+		res = r
+	case mcp.ListToolsResult:
+		res = &r
+	}
+	if res == nil || !reflect.ValueOf(res.PaginatedResult).IsZero() {
+		return dst, false
+	}
+	raws := make([][]byte, len(res.Tools))
+	g.mu.RLock()
+	for i, t := range res.Tools {
+		ref, ok := g.tools[t.Name]
+		switch {
+		case ok && t.Description == ref.full.Description:
+			raws[i] = ref.fullJSON
+		case ok && t.Description == ref.compact.Description:
+			raws[i] = ref.compactJSON
+		}
+		if raws[i] == nil {
+			g.mu.RUnlock()
+			return dst, false
+		}
+	}
+	g.mu.RUnlock()
+	b, err := interp.AppendJSON(dst, resp.ID.Value())
+	if err != nil {
+		return dst, false
+	}
+	id := string(b[len(dst):])
+	b = append(dst, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"result":{"tools":[`...)
+	for i, raw := range raws {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, raw...)
+	}
+	return append(b, "]}}\n"...), true
+}
 
 // appendResult appends the JSON of a tools/call response whose result is
 // what the gate makes (text content, structured content already encoded),
@@ -23,7 +86,7 @@ func appendResult(dst []byte, msg mcp.JSONRPCMessage) ([]byte, bool) {
 	case mcp.CallToolResult:
 		res = &r
 	}
-	if res == nil || res.Meta != nil || res.ResultType != "" || len(res.InputRequests) > 0 || res.RequestState != "" || res.StructuredContent != nil {
+	if res == nil || !reflect.ValueOf(res.Result).IsZero() || !reflect.ValueOf(res.MultiRoundTripResult).IsZero() || res.StructuredContent != nil {
 		return dst, false
 	}
 	for _, c := range res.Content {

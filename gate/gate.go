@@ -97,8 +97,9 @@ type toolRef struct {
 	kind toolKind
 	tool *Tool // for event tools
 	// full and compact are the tool as listed, outside and in the
-	// machine's initial state.
-	full, compact mcp.Tool
+	// machine's initial state, and their JSON.
+	full, compact         mcp.Tool
+	fullJSON, compactJSON []byte
 }
 
 type toolKind uint8
@@ -193,6 +194,13 @@ func (g *Gate) SetMachines(ms []*Machine) error {
 	add = func(name string, ref toolRef) error {
 		ref.full = g.mcpTool(name, ref, false)
 		ref.compact = g.mcpTool(name, ref, true)
+		var err error
+		if ref.fullJSON, err = json.Marshal(ref.full); err != nil {
+			return err
+		}
+		if ref.compactJSON, err = json.Marshal(ref.compact); err != nil {
+			return err
+		}
 		return add0(name, ref)
 	}
 	for _, m := range ms {

@@ -43,6 +43,9 @@ import (
 //   - DELETE: ends the session.
 type httpTransport struct {
 	srv      *server.MCPServer
+	// fast, when set, encodes the messages it knows faster than
+	// encoding/json (Gate.appendMessage).
+	fast     func([]byte, mcp.JSONRPCMessage) ([]byte, bool)
 	log      *slog.Logger
 	versions []string
 
@@ -88,8 +91,8 @@ func (s *httpSession) NotificationChannel() chan<- mcp.JSONRPCNotification {
 
 func (s *httpSession) end() { s.endOnce.Do(func() { close(s.done) }) }
 
-func newHTTPTransport(srv *server.MCPServer, log *slog.Logger) *httpTransport {
-	t := &httpTransport{srv: srv, log: log, versions: mcp.LegacyProtocolVersions(), idle: sessionIdle,
+func newHTTPTransport(srv *server.MCPServer, log *slog.Logger, fast func([]byte, mcp.JSONRPCMessage) ([]byte, bool)) *httpTransport {
+	t := &httpTransport{srv: srv, log: log, fast: fast, versions: mcp.LegacyProtocolVersions(), idle: sessionIdle,
 		sessions: map[string]*httpSession{}, stop: make(chan struct{})}
 	go t.sweeper()
 	return t
@@ -216,7 +219,7 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if len(pending) == 0 {
-		if err := encodeMsg(&buf, enc, resp); err != nil {
+		if err := t.encode(&buf, enc, resp); err != nil {
 			t.log.Error("cannot encode a response", "err", err)
 			writeRPCError(w, http.StatusInternalServerError, env.ID, mcp.INTERNAL_ERROR, "cannot encode the response")
 			return
@@ -226,26 +229,26 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, n := range pending {
-		sseEvent(&buf, enc, n)
+		t.sseEvent(&buf, enc, n)
 	}
-	sseEvent(&buf, enc, resp)
+	t.sseEvent(&buf, enc, resp)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	_, _ = w.Write(buf.Bytes())
 }
 
 // sseEvent appends one server-sent event carrying a JSON-RPC message.
-func sseEvent(buf *bytes.Buffer, enc *json.Encoder, msg any) {
+func (t *httpTransport) sseEvent(buf *bytes.Buffer, enc *json.Encoder, msg any) {
 	buf.WriteString("event: message\ndata: ")
-	_ = encodeMsg(buf, enc, msg) // ends with a newline
+	_ = t.encode(buf, enc, msg) // ends with a newline
 	buf.WriteString("\n")
 }
 
-// encodeMsg appends a JSON-RPC message and a newline to buf (enc writes
-// to buf).
-func encodeMsg(buf *bytes.Buffer, enc *json.Encoder, msg any) error {
-	if m, ok := msg.(mcp.JSONRPCMessage); ok {
-		if b, ok := appendResult(buf.AvailableBuffer(), m); ok {
+// encode appends a JSON-RPC message and a newline to buf (enc writes to
+// buf).
+func (t *httpTransport) encode(buf *bytes.Buffer, enc *json.Encoder, msg any) error {
+	if m, ok := msg.(mcp.JSONRPCMessage); ok && t.fast != nil {
+		if b, ok := t.fast(buf.AvailableBuffer(), m); ok {
 			buf.Write(b)
 			return nil
 		}
@@ -284,12 +287,12 @@ func (t *httpTransport) get(w http.ResponseWriter, r *http.Request) {
 		buf.Reset()
 		select {
 		case n := <-s.notes:
-			sseEvent(&buf, enc, n)
+			t.sseEvent(&buf, enc, n)
 		more:
 			for {
 				select {
 				case n := <-s.notes:
-					sseEvent(&buf, enc, n)
+					t.sseEvent(&buf, enc, n)
 				default:
 					break more
 				}

@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"stategate/xstate"
 )
 
 func TestIdleSessionsEnd(t *testing.T) {
 	g := New(Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	tr := newHTTPTransport(g.srv, g.log)
+	tr := newHTTPTransport(g.srv, g.log, nil)
 	defer tr.Close()
 	ctx := context.Background()
 	idle, err := tr.open(ctx)
@@ -87,5 +89,47 @@ func TestAppendResultMatchesEncodingJSON(t *testing.T) {
 		if out, handled := appendResult(nil, msg); handled || len(out) > 0 {
 			t.Errorf("%+v: handled by the fast path", msg)
 		}
+	}
+}
+
+// TestAppendToolListMatchesEncodingJSON checks the tool list written from
+// the tools' stored encodings against encoding/json's.
+func TestAppendToolListMatchesEncodingJSON(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	g := New(Options{Logger: log})
+	ms, errs := LoadDir(&xstate.Loader{}, "../machines", "", log)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if err := g.SetMachines(ms); err != nil {
+		t.Fatal(err)
+	}
+	tools := g.listFor(context.Background(), nil) // compact descriptions: initial states
+	if len(tools) == 0 {
+		t.Fatal("no tools")
+	}
+	ref, _ := g.lookup(tools[0].Name)
+	tools = append(tools, ref.full)
+	msg := mcp.NewJSONRPCResultResponse(mcp.NewRequestId(int64(5)), mcp.ListToolsResult{Tools: tools})
+	fast, ok := g.appendMessage(nil, msg)
+	if !ok {
+		t.Fatal("not handled")
+	}
+	slow, err := json.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b any
+	if err := json.Unmarshal(fast, &a); err != nil {
+		t.Fatalf("fast encoding %s: %v", fast, err)
+	}
+	_ = json.Unmarshal(slow, &b)
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("fast %s\n want %s", fast, slow)
+	}
+	// A tool the gate did not make is left to encoding/json.
+	other := mcp.NewJSONRPCResultResponse(mcp.NewRequestId(int64(5)), mcp.ListToolsResult{Tools: []mcp.Tool{mcp.NewTool("x")}})
+	if _, ok := g.appendMessage(nil, other); ok {
+		t.Error("a foreign tool was handled by the fast path")
 	}
 }
