@@ -42,7 +42,7 @@ import (
 //     a second), with a comment line every keepAlive.
 //   - DELETE: ends the session.
 type httpTransport struct {
-	srv      *server.MCPServer
+	srv *server.MCPServer
 	// fast, when set, encodes the messages it knows faster than
 	// encoding/json (Gate.appendMessage).
 	fast     func([]byte, mcp.JSONRPCMessage) ([]byte, bool)
