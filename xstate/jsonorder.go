@@ -151,7 +151,7 @@ func (p *orderedParser) leadingSpace(off int64) int64 {
 // isArrayIndex reports whether a key is an array index to JavaScript: the
 // canonical decimal form of an integer below 2^32-1.
 func isArrayIndex(k string) (uint64, bool) {
-	if k == "" || len(k) > 10 || (len(k) > 1 && k[0] == '0') {
+	if k == "" || len(k) > 10 || (len(k) > 1 && k[0] == '0') || k[0] < '0' || k[0] > '9' {
 		return 0, false
 	}
 	n, err := strconv.ParseUint(k, 10, 64)

@@ -323,41 +323,33 @@ func (r *jsResolver) enqueue(f *jsFn, label string) interp.Action {
 		}
 		var queued []queuedAction
 		var failed error
-		enq, checkJS := rt.enqueueFns()
 		prevQueue, prevCheck := rt.queued, rt.checkFn
 		defer func() { rt.queued, rt.checkFn = prevQueue, prevCheck }()
 		rt.queued = &queued
 		rt.checkFn = func(gv goja.Value) (bool, error) {
-			w := &walker{rt: rt, direct: true, seen: map[*goja.Object]bool{}}
-			v, err := w.walk(gv, 0)
+			g, err := r.checked(rt, gv)
 			if err == nil {
-				var g interp.Guard
-				var ok bool
-				if g, ok, err = r.guard(v); ok && err == nil {
-					var pass bool
-					if pass, err = check(g); err == nil {
-						return pass, nil
-					}
+				var pass bool
+				if pass, err = check(g); err == nil {
+					return pass, nil
 				}
 			}
 			if failed == nil {
-				failed = errOr(err, errors.New("check(): not a guard"))
+				failed = err
 			}
 			return false, failed
 		}
-		args := rt.argsJS(a)
-		_ = args.Set("enqueue", enq)
-		_ = args.Set("check", checkJS)
+		args := rt.enqueueArgs(a)
 		if _, err := rt.call(f.in(rt), label, args); err != nil {
 			if failed != nil {
 				return nil, failed
 			}
 			return nil, err
 		}
-		w := &walker{rt: rt, direct: true, seen: map[*goja.Object]bool{}}
+		w := &walker{rt: rt, direct: true}
 		actions := make([]interp.Action, 0, len(queued))
 		for _, q := range queued {
-			act, err := r.queuedAction(w, q)
+			act, err := r.queuedAction(rt, w, q)
 			if err != nil {
 				return nil, err
 			}
@@ -365,6 +357,23 @@ func (r *jsResolver) enqueue(f *jsFn, label string) interp.Action {
 		}
 		return actions, nil
 	}}
+}
+
+// checked converts the argument of check(): a guard's name, or a guard.
+func (r *jsResolver) checked(rt *jsRuntime, gv goja.Value) (interp.Guard, error) {
+	if goja.IsString(gv) {
+		return &interp.NamedGuard{Type: gv.String()}, nil
+	}
+	w := &walker{rt: rt, direct: true}
+	v, err := w.walk(gv, 0)
+	if err != nil {
+		return nil, err
+	}
+	g, ok, err := r.guard(v)
+	if !ok || err != nil {
+		return nil, errOr(err, errors.New("check(): not a guard"))
+	}
+	return g, nil
 }
 
 // invokeSrc converts the src of an invoke.
@@ -500,8 +509,11 @@ var creatorFields = map[string][]string{
 
 // queuedAction converts an enqueued action, building the description of
 // enqueue.assign(...) and the like in Go rather than in the runtime.
-func (r *jsResolver) queuedAction(w *walker, q queuedAction) (interp.Action, error) {
+func (r *jsResolver) queuedAction(rt *jsRuntime, w *walker, q queuedAction) (interp.Action, error) {
 	if q.kind == "" {
+		if goja.IsString(q.args[0]) {
+			return &interp.NamedAction{Type: q.args[0].String()}, nil
+		}
 		v, err := w.walk(q.args[0], 0)
 		if err != nil {
 			return nil, err
@@ -524,7 +536,7 @@ func (r *jsResolver) queuedAction(w *walker, q queuedAction) (interp.Action, err
 		if i >= len(q.args) {
 			break
 		}
-		v, err := w.walk(q.args[i], 0)
+		v, err := queuedArg(rt, w, name, q.args[i])
 		if err != nil {
 			return nil, err
 		}
@@ -548,4 +560,58 @@ func (r *jsResolver) queuedAction(w *walker, q queuedAction) (interp.Action, err
 		}
 	}
 	return r.marker(&jsMarker{kind: q.kind, fields: fields}, "")
+}
+
+// queuedArg converts an argument of an action creator called through
+// enqueue. The commonest ones, a plain object given to enqueue.assign and
+// an event, are converted directly rather than walked.
+func queuedArg(rt *jsRuntime, w *walker, field string, v goja.Value) (any, error) {
+	if o := plainObject(v); o != nil {
+		switch field {
+		case "assignment":
+			return rt.assignment(o), nil
+		case "event":
+			return rt.fromJS(o), nil
+		}
+	}
+	return w.walk(v, 0)
+}
+
+// plainObject returns v if it is an ordinary object: not a function, an
+// array, another built-in object or a description made by the shim.
+func plainObject(v goja.Value) *goja.Object {
+	o, ok := v.(*goja.Object)
+	if !ok || o.ClassName() != "Object" {
+		return nil
+	}
+	if _, isFn := goja.AssertFunction(o); isFn {
+		return nil
+	}
+	if m := o.Get(shimMark); m != nil && !goja.IsUndefined(m) {
+		return nil
+	}
+	return o
+}
+
+// assignment converts the object given to assign(): its functions are
+// kept, its other values converted.
+func (rt *jsRuntime) assignment(o *goja.Object) *object {
+	keys := jsKeyOrder(o.Keys())
+	out := &object{keys: keys[:0], vals: make(map[string]any, len(keys))}
+	for _, k := range keys {
+		v := o.Get(k)
+		if v == nil || goja.IsUndefined(v) {
+			continue
+		}
+		if f, ok := v.(*goja.Object); ok {
+			if _, isFn := goja.AssertFunction(f); isFn {
+				out.keys = append(out.keys, k)
+				out.vals[k] = &jsFn{direct: f}
+				continue
+			}
+		}
+		out.keys = append(out.keys, k)
+		out.vals[k] = rt.fromJS(v)
+	}
+	return out
 }

@@ -72,8 +72,9 @@ type jsRuntime struct {
 	ids, oldIDs map[unsafe.Pointer]idEntry
 	// argObjs are the argument objects of calls, by depth; events are
 	// the conversions of events without data, by type.
-	argObjs []*argObj
-	events  map[string]goja.Value
+	argObjs    []*argObj
+	enqArgObjs []*argObj // the same for enqueueActions functions
+	events     map[string]goja.Value
 }
 
 type idEntry struct {
@@ -275,7 +276,7 @@ func (m *jsModule) newRuntime() (*jsRuntime, []any, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", m.file, err)
 	}
-	w := &walker{rt: rt, seen: map[*goja.Object]bool{}}
+	w := &walker{rt: rt}
 	var out []any
 	for _, r := range roots {
 		v, err := w.walk(r, 0)
@@ -608,13 +609,6 @@ func isDropped(v any) bool {
 	return false
 }
 
-// argsJS builds a fresh ({context, event, ...}) argument of a call.
-func (rt *jsRuntime) argsJS(a interp.Args) *goja.Object {
-	o := rt.vm.NewObject()
-	rt.fillArgs(o, a)
-	return o
-}
-
 // callArgs returns the ({context, event, self}) argument of a call: one
 // object per depth of nested calls, reused, as making objects is what
 // costs most in goja.
@@ -622,7 +616,32 @@ func (rt *jsRuntime) callArgs(a interp.Args) *goja.Object {
 	for len(rt.argObjs) <= rt.depth {
 		rt.argObjs = append(rt.argObjs, &argObj{o: rt.vm.NewObject()})
 	}
-	ao := rt.argObjs[rt.depth]
+	return rt.fillArgs(rt.argObjs[rt.depth], a)
+}
+
+// enqueueArgs returns the ({context, event, self, enqueue, check})
+// argument of an enqueueActions function, reused as callArgs' are.
+func (rt *jsRuntime) enqueueArgs(a interp.Args) *goja.Object {
+	for len(rt.enqArgObjs) <= rt.depth {
+		enq, check := rt.enqueueFns()
+		o := rt.vm.NewObject()
+		_ = o.Set("enqueue", enq)
+		_ = o.Set("check", check)
+		rt.enqArgObjs = append(rt.enqArgObjs, &argObj{o: o})
+	}
+	return rt.fillArgs(rt.enqArgObjs[rt.depth], a)
+}
+
+// argObj is a reused argument object and what it holds.
+type argObj struct {
+	o             *goja.Object
+	ctx, ev, self goja.Value
+	input         bool // input is set
+}
+
+// fillArgs sets the context, event, self and input of a's call in a
+// reused argument object, leaving what it already holds.
+func (rt *jsRuntime) fillArgs(ao *argObj, a interp.Args) *goja.Object {
 	o := ao.o
 	if c := rt.contextJS(a.Context); c != ao.ctx {
 		_ = o.Set("context", c)
@@ -647,26 +666,6 @@ func (rt *jsRuntime) callArgs(a interp.Args) *goja.Object {
 		ao.input = a.Input != nil
 	}
 	return o
-}
-
-// argObj is a reused argument object and what it holds.
-type argObj struct {
-	o             *goja.Object
-	ctx, ev, self goja.Value
-	input         bool // input is set
-}
-
-func (rt *jsRuntime) fillArgs(o *goja.Object, a interp.Args) {
-	_ = o.Set("context", rt.contextJS(a.Context))
-	_ = o.Set("event", rt.eventJS(a.Event))
-	if a.Input != nil {
-		_ = o.Set("input", rt.toJS(a.Input))
-	} else if o.Get("input") != nil {
-		_ = o.Delete("input")
-	}
-	if a.Self != nil {
-		_ = o.Set("self", rt.selfJS(a.Self))
-	}
 }
 
 // eventJS converts an event, reusing the conversion of the same event.
