@@ -1,8 +1,10 @@
 package xstate
 
 import (
+	"errors"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/dop251/goja"
@@ -145,24 +147,53 @@ func collectSpreads(v reflect.Value, out *[]*ast.ArrayLiteral, seen map[uintptr]
 	}
 }
 
-// spreadSource defines the helper. Arrays are copied with concat, which
-// goja runs natively; anything else goes through Array.from, the iterator
-// protocol, as a spread would.
-const spreadSource = `globalThis.` + spreadHelper + ` = function (flags, values) {
-  var out = [];
-  for (var i = 0; i < values.length; i++) {
-    var v = values[i];
-    if (flags.charCodeAt(i) !== 49) { out.push(v); continue; }
-    out = out.concat(Array.isArray(v) ? v : Array.from(v));
-  }
-  return out;
-};
-globalThis.` + spreadHelper + `1 = function (first, rest) {
-  return (Array.isArray(first) ? first : Array.from(first)).concat(rest);
-};`
-
-// installSpread defines the helper in a runtime.
+// installSpread defines the helpers in a runtime. They copy arrays
+// element by element in Go, which spares goja's concat (a species lookup
+// and one property definition per element); anything else goes through
+// Array.from, the iterator protocol, as a spread would.
 func installSpread(vm *goja.Runtime) error {
-	_, err := vm.RunString(spreadSource)
-	return err
+	from, ok := goja.AssertFunction(vm.Get("Array").ToObject(vm).Get("from"))
+	if !ok {
+		return errors.New("Array.from is not a function")
+	}
+	// appendSpread appends the elements v spreads to.
+	appendSpread := func(out []any, v goja.Value) []any {
+		o, isObj := v.(*goja.Object)
+		if !isObj || o.ClassName() != "Array" {
+			arr, err := from(goja.Undefined(), v)
+			if err != nil {
+				panic(err) // rethrown in the runtime
+			}
+			o = arr.ToObject(vm)
+		}
+		n := int(o.Get("length").ToInteger())
+		for i := range n {
+			e := o.Get(strconv.Itoa(i))
+			if e == nil {
+				e = goja.Undefined()
+			}
+			out = append(out, e)
+		}
+		return out
+	}
+	if err := vm.Set(spreadHelper, func(call goja.FunctionCall) goja.Value {
+		flags := call.Argument(0).String()
+		values := call.Argument(1).ToObject(vm)
+		var out []any
+		for i := range len(flags) {
+			v := values.Get(strconv.Itoa(i))
+			if flags[i] == '1' {
+				out = appendSpread(out, v)
+			} else {
+				out = append(out, v)
+			}
+		}
+		return vm.NewArray(out...)
+	}); err != nil {
+		return err
+	}
+	return vm.Set(spreadHelper+"1", func(call goja.FunctionCall) goja.Value {
+		out := appendSpread(nil, call.Argument(0))
+		return vm.NewArray(appendSpread(out, call.Argument(1))...)
+	})
 }
