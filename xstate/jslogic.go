@@ -21,7 +21,7 @@ func (r *jsResolver) promise(f *jsFn) interp.ActorLogic {
 		args := rt.vm.NewObject()
 		_ = args.Set("input", rt.toJS(input))
 		_ = args.Set("self", rt.selfJS(self))
-		out, err := rt.call(f.in(rt), label, args)
+		out, err := rt.callFn(f, label, args)
 		if err != nil {
 			return err
 		}
@@ -95,7 +95,7 @@ func (r *jsResolver) callback(f *jsFn) interp.ActorLogic {
 			})
 			return goja.Undefined()
 		})
-		out, err := rt.call(f.in(rt), label, args)
+		out, err := rt.callFn(f, label, args)
 		if err != nil {
 			r.mod.put(rt)
 			return nil, err
@@ -124,7 +124,7 @@ func (r *jsResolver) reducer(f *jsFn, initial any) interp.ActorLogic {
 			defer r.mod.put(rt)
 			args := rt.vm.NewObject()
 			_ = args.Set("input", rt.toJS(input))
-			out, err := rt.call(fn.in(rt), label+" initial state", args)
+			out, err := rt.callFn(fn, label+" initial state", args)
 			if err != nil {
 				return nil, err
 			}
@@ -136,7 +136,7 @@ func (r *jsResolver) reducer(f *jsFn, initial any) interp.ActorLogic {
 				return nil, err
 			}
 			defer r.mod.put(rt)
-			out, err := rt.call(f.in(rt), label, rt.toJS(state), rt.toJS(ev))
+			out, err := rt.callFn(f, label, rt.toJS(state), rt.toJS(ev))
 			if err != nil {
 				return nil, err
 			}

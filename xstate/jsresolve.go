@@ -41,7 +41,7 @@ func callFn(f *jsFn, label string, a interp.Args, params any) (*jsRuntime, goja.
 	if err != nil {
 		return nil, nil, err
 	}
-	out, err := rt.call(f.in(rt), label, rt.callArgs(a), rt.paramsJS(params))
+	out, err := rt.callFn(f, label, rt.callArgs(a), rt.paramsJS(params))
 	return rt, out, err
 }
 
@@ -340,7 +340,7 @@ func (r *jsResolver) enqueue(f *jsFn, label string) interp.Action {
 			return false, failed
 		}
 		args := rt.enqueueArgs(a)
-		if _, err := rt.call(f.in(rt), label, args); err != nil {
+		if _, err := rt.callFn(f, label, args); err != nil {
 			if failed != nil {
 				return nil, failed
 			}

@@ -48,10 +48,12 @@ type jsModule struct {
 // jsRuntime is a goja runtime with the module evaluated in it and the
 // module's functions numbered as the loader numbered them.
 type jsRuntime struct {
-	mod   *jsModule
-	vm    *goja.Runtime
-	fns   []goja.Value
-	depth int // nesting of calls from Go
+	mod *jsModule
+	vm  *goja.Runtime
+	fns []goja.Value
+	// callables are the fns as goja calls them, made on first use.
+	callables []goja.Callable
+	depth     int // nesting of calls from Go
 
 	// started is when the running top-level call began (UnixNano), 0 when
 	// none runs: the module's watchdog interrupts calls that run too long.
@@ -291,29 +293,39 @@ func (m *jsModule) newRuntime() (*jsRuntime, []any, error) {
 // guard runs f as a top-level call: it is interrupted past the module's
 // time limit, and a Go panic from goja becomes an error.
 func (rt *jsRuntime) guard(f func() error) (err error) {
+	defer rt.leave(rt.enter(), &err)
+	return f()
+}
+
+// enter begins a call into the runtime; it returns whether the call is a
+// top-level one, which the watchdog times.
+func (rt *jsRuntime) enter() bool {
 	top := rt.depth == 0
 	rt.depth++
 	if top && rt.mod.timeout > 0 {
 		rt.started.Store(time.Now().UnixNano())
 		rt.mod.watch()
 	}
-	defer func() {
-		rt.depth--
-		if top && rt.mod.timeout > 0 {
-			rt.mod.mu.Lock() // the watchdog interrupts under this lock
-			rt.started.Store(0)
-			rt.mod.mu.Unlock()
-			rt.vm.ClearInterrupt()
+	return top
+}
+
+// leave ends a call begun by enter; deferred, it turns a stack overflow
+// in goja into *err.
+func (rt *jsRuntime) leave(top bool, err *error) {
+	rt.depth--
+	if top && rt.mod.timeout > 0 {
+		rt.mod.mu.Lock() // the watchdog interrupts under this lock
+		rt.started.Store(0)
+		rt.mod.mu.Unlock()
+		rt.vm.ClearInterrupt()
+	}
+	if r := recover(); r != nil {
+		if so, ok := r.(*goja.StackOverflowError); ok {
+			*err = &jsError{msg: "Maximum call stack size exceeded", cause: so}
+			return
 		}
-		if r := recover(); r != nil {
-			if so, ok := r.(*goja.StackOverflowError); ok {
-				err = &jsError{msg: "Maximum call stack size exceeded", cause: so}
-				return
-			}
-			panic(r)
-		}
-	}()
-	return f()
+		panic(r)
+	}
 }
 
 // watch makes sure the module's watchdog runs. The watchdog interrupts
@@ -355,12 +367,21 @@ func (rt *jsRuntime) call(fn goja.Value, what string, args ...goja.Value) (goja.
 	if !ok {
 		return nil, fmt.Errorf("%s is not a function", what)
 	}
-	var out goja.Value
-	err := rt.guard(func() error {
-		var err error
-		out, err = f(goja.Undefined(), args...)
-		return err
-	})
+	return rt.invoke(f, what, args)
+}
+
+// callFn calls a function of the module.
+func (rt *jsRuntime) callFn(f *jsFn, what string, args ...goja.Value) (goja.Value, error) {
+	c, ok := f.callable(rt)
+	if !ok {
+		return nil, fmt.Errorf("%s is not a function", what)
+	}
+	return rt.invoke(c, what, args)
+}
+
+// invoke runs a call, with its errors as XState shows them.
+func (rt *jsRuntime) invoke(f goja.Callable, what string, args []goja.Value) (out goja.Value, err error) {
+	err = rt.run(f, args, &out)
 	if err != nil {
 		var ie *goja.InterruptedError
 		if errors.As(err, &ie) {
@@ -369,6 +390,13 @@ func (rt *jsRuntime) call(fn goja.Value, what string, args ...goja.Value) (goja.
 		return nil, jsErr(err)
 	}
 	return out, nil
+}
+
+// run calls f as guard would run it, without making a closure.
+func (rt *jsRuntime) run(f goja.Callable, args []goja.Value, out *goja.Value) (err error) {
+	defer rt.leave(rt.enter(), &err)
+	*out, err = f(goja.Undefined(), args...)
+	return err
 }
 
 // jsError is a JavaScript exception: its message is the thrown error's

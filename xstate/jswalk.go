@@ -21,12 +21,22 @@ type jsFn struct {
 	name   string     // the function's name, when it has one
 }
 
-// in returns the function in a runtime.
-func (f *jsFn) in(rt *jsRuntime) goja.Value {
+// callable returns the function as goja calls it.
+func (f *jsFn) callable(rt *jsRuntime) (goja.Callable, bool) {
 	if f.direct != nil {
-		return f.direct
+		return goja.AssertFunction(f.direct)
 	}
-	return rt.fns[f.id]
+	if f.id < len(rt.callables) && rt.callables[f.id] != nil {
+		return rt.callables[f.id], true
+	}
+	c, ok := goja.AssertFunction(rt.fns[f.id])
+	if ok {
+		if len(rt.callables) < len(rt.fns) {
+			rt.callables = append(rt.callables, make([]goja.Callable, len(rt.fns)-len(rt.callables))...)
+		}
+		rt.callables[f.id] = c
+	}
+	return c, ok
 }
 
 // jsMarker is a value made by the shim: an action, a guard, an actor
