@@ -55,6 +55,25 @@ func (r *jsResolver) exprFn(f *jsFn, label string) *interp.Expr {
 	}}
 }
 
+// params is the params of a guard or action: a static value or a function
+// of ({context, event}). The JavaScript value a function returns is kept
+// for its Go value, which goes to the guard or action it is for.
+func (r *jsResolver) params(v any, label string) *interp.Expr {
+	f, ok := v.(*jsFn)
+	if !ok {
+		return r.value(v, label)
+	}
+	return &interp.Expr{Fn: func(a interp.Args, params any) (any, error) {
+		rt, out, err := callFn(f, label, a, params)
+		if err != nil {
+			return nil, err
+		}
+		g := rt.fromJS(out)
+		rt.remember(g, out)
+		return g, nil
+	}}
+}
+
 func (r *jsResolver) expr(v any) (*interp.Expr, bool) {
 	if f, ok := v.(*jsFn); ok {
 		return r.exprFn(f, fnLabel("function", f, "")), true
@@ -91,7 +110,7 @@ func (r *jsResolver) guardNamed(v any, name string) (interp.Guard, bool, error) 
 		}
 		g := &interp.NamedGuard{Type: t}
 		if p, ok := x.get("params"); ok {
-			g.Params = r.value(p, fmt.Sprintf("params of guard '%s'", t))
+			g.Params = r.params(p, fmt.Sprintf("params of guard '%s'", t))
 		}
 		return g, true, nil
 	case *jsFn:
@@ -156,7 +175,7 @@ func (r *jsResolver) actionNamed(v any, name string) (interp.Action, bool, error
 		}
 		a := &interp.NamedAction{Type: t}
 		if p, ok := x.get("params"); ok {
-			a.Params = r.value(p, fmt.Sprintf("params of action '%s'", t))
+			a.Params = r.params(p, fmt.Sprintf("params of action '%s'", t))
 		}
 		return a, true, nil
 	case *jsFn:
