@@ -383,6 +383,9 @@ func (r *jsResolver) checked(rt *jsRuntime, gv goja.Value) (interp.Guard, error)
 	if goja.IsString(gv) {
 		return &interp.NamedGuard{Type: gv.String()}, nil
 	}
+	if g := namedGuardJS(rt, gv); g != nil {
+		return g, nil
+	}
 	w := &walker{rt: rt, direct: true}
 	v, err := w.walk(gv, 0)
 	if err != nil {
@@ -393,6 +396,32 @@ func (r *jsResolver) checked(rt *jsRuntime, gv goja.Value) (interp.Guard, error)
 		return nil, errOr(err, errors.New("check(): not a guard"))
 	}
 	return g, nil
+}
+
+// namedGuardJS converts {type, params} with static params directly, or
+// returns nil. The params' JavaScript value is kept for their Go value, so
+// the guard gets the very object it was given, as in XState.
+func namedGuardJS(rt *jsRuntime, v goja.Value) *interp.NamedGuard {
+	o := plainObject(v)
+	if o == nil {
+		return nil
+	}
+	t := o.Get("type")
+	if t == nil || !goja.IsString(t) {
+		return nil
+	}
+	g := &interp.NamedGuard{Type: t.String()}
+	p := o.Get("params")
+	if p == nil || goja.IsUndefined(p) || goja.IsNull(p) {
+		return g
+	}
+	if _, isFn := goja.AssertFunction(p); isFn {
+		return nil
+	}
+	pv := rt.fromJS(p)
+	rt.remember(pv, p)
+	g.Params = interp.Static(pv)
+	return g
 }
 
 // invokeSrc converts the src of an invoke.
