@@ -312,23 +312,35 @@ func (r *jsResolver) assign(v any, label string) (interp.Action, error) {
 				static[i] = plain(x.vals[k])
 			}
 		}
-		return &interp.AssignAction{Fn: func(a interp.Args, params any) (map[string]any, error) {
-			out := make(map[string]any, len(keys))
-			for i, k := range keys {
-				if fns[i] == nil {
-					out[k] = static[i]
-					continue
-				}
-				rt, v, err := callFn(fns[i], fmt.Sprintf("%s of '%s'", label, k), a, params)
-				if err != nil {
-					return nil, err
-				}
-				out[k] = rt.lazy(v)
-			}
-			return out, nil
-		}}, nil
+		return assignProps(keys, fns, static, label), nil
 	}
 	return nil, errors.New("assign() needs a function or an object")
+}
+
+// assignProps makes assign({key: value or function, ...}): keys[i] is set
+// to static[i], or to what fns[i] returns when it is not nil.
+func assignProps(keys []string, fns []*jsFn, static []any, label string) interp.Action {
+	labels := make([]string, len(keys))
+	for i, k := range keys {
+		if fns[i] != nil {
+			labels[i] = fmt.Sprintf("%s of '%s'", label, k)
+		}
+	}
+	return &interp.AssignAction{Fn: func(a interp.Args, params any) (map[string]any, error) {
+		out := make(map[string]any, len(keys))
+		for i, k := range keys {
+			if fns[i] == nil {
+				out[k] = static[i]
+				continue
+			}
+			rt, v, err := callFn(fns[i], labels[i], a, params)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = rt.lazy(v)
+		}
+		return out, nil
+	}}
 }
 
 // enqueue makes XState's enqueueActions: the function gets enqueue (with
@@ -558,10 +570,10 @@ var creatorFields = map[string][]string{
 // queuedAction converts an enqueued action, building the description of
 // enqueue.assign(...) and the like in Go rather than in the runtime.
 func (r *jsResolver) queuedAction(rt *jsRuntime, w *walker, q queuedAction) (interp.Action, error) {
+	if act := quickQueued(rt, q); act != nil {
+		return act, nil
+	}
 	if q.kind == "" {
-		if goja.IsString(q.args[0]) {
-			return &interp.NamedAction{Type: q.args[0].String()}, nil
-		}
 		v, err := w.walk(q.args[0], 0)
 		if err != nil {
 			return nil, err
@@ -584,7 +596,7 @@ func (r *jsResolver) queuedAction(rt *jsRuntime, w *walker, q queuedAction) (int
 		if i >= len(q.args) {
 			break
 		}
-		v, err := queuedArg(rt, w, name, q.args[i])
+		v, err := w.walk(q.args[i], 0)
 		if err != nil {
 			return nil, err
 		}
@@ -610,19 +622,32 @@ func (r *jsResolver) queuedAction(rt *jsRuntime, w *walker, q queuedAction) (int
 	return r.marker(&jsMarker{kind: q.kind, fields: fields}, "")
 }
 
-// queuedArg converts an argument of an action creator called through
-// enqueue. The commonest ones, a plain object given to enqueue.assign and
-// an event, are converted directly rather than walked.
-func queuedArg(rt *jsRuntime, w *walker, field string, v goja.Value) (any, error) {
-	if o := plainObject(v); o != nil {
-		switch field {
-		case "assignment":
-			return rt.assignment(o), nil
-		case "event":
-			return rt.fromJS(o), nil
+// quickQueued converts the commonest enqueued actions directly, or
+// returns nil: an action's name, and assign, raise and emit of a plain
+// object.
+func quickQueued(rt *jsRuntime, q queuedAction) interp.Action {
+	if q.kind == "" {
+		if goja.IsString(q.args[0]) {
+			return &interp.NamedAction{Type: q.args[0].String()}
 		}
+		return nil
 	}
-	return w.walk(v, 0)
+	o := plainObject(q.args[0])
+	if o == nil {
+		return nil
+	}
+	switch q.kind {
+	case "assign":
+		return rt.assignment(o)
+	case "emit":
+		return &interp.EmitAction{Event: interp.Static(rt.fromJS(o))}
+	case "raise":
+		if len(q.args) > 1 && !goja.IsUndefined(q.args[1]) {
+			return nil // options
+		}
+		return &interp.RaiseAction{Event: interp.Static(rt.fromJS(o))}
+	}
+	return nil
 }
 
 // plainObject returns v if it is an ordinary object: not a function, an
@@ -641,25 +666,32 @@ func plainObject(v goja.Value) *goja.Object {
 	return o
 }
 
-// assignment converts the object given to assign(): its functions are
-// kept, its other values converted.
-func (rt *jsRuntime) assignment(o *goja.Object) *object {
+// assignment makes assign(o) for an object o: its functions are called
+// when the action runs, its other values are converted now.
+func (rt *jsRuntime) assignment(o *goja.Object) interp.Action {
 	keys := jsKeyOrder(o.Keys())
-	out := &object{keys: keys[:0], vals: make(map[string]any, len(keys))}
+	fns := make([]*jsFn, 0, len(keys))
+	static := make([]any, 0, len(keys))
+	n := 0
 	for _, k := range keys {
 		v := o.Get(k)
 		if v == nil || goja.IsUndefined(v) {
 			continue
 		}
-		if f, ok := v.(*goja.Object); ok {
-			if _, isFn := goja.AssertFunction(f); isFn {
-				out.keys = append(out.keys, k)
-				out.vals[k] = &jsFn{direct: f}
-				continue
+		var f *jsFn
+		var x any
+		if fo, ok := v.(*goja.Object); ok {
+			if _, isFn := goja.AssertFunction(fo); isFn {
+				f = &jsFn{direct: fo}
 			}
 		}
-		out.keys = append(out.keys, k)
-		out.vals[k] = rt.fromJS(v)
+		if f == nil {
+			x = rt.fromJS(v)
+		}
+		keys[n] = k
+		n++
+		fns = append(fns, f)
+		static = append(static, x)
 	}
-	return out
+	return assignProps(keys[:n], fns, static, "assign")
 }
