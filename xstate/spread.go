@@ -3,6 +3,7 @@ package xstate
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,8 +20,8 @@ import (
 // copying. rewriteSpreads rewrites such literals into a call of a native
 // helper that copies arrays directly and iterates anything else:
 //
-//	[a, ...b, c]  →  __sgSpread("010", [a, b, c])
-//	[...a, b]     →  __sgSpread1(a, [b])
+//	[a, ...b, c]  →  __sgSpread("010", a, b, c)
+//	[...a, b]     →  __sgSpread1(a, b)
 //
 // Only array literals are rewritten; the text of their elements is kept,
 // so line numbers do not move.
@@ -67,10 +68,10 @@ func rewriteLiteral(code string, lit *ast.ArrayLiteral, nested []*ast.ArrayLiter
 	}
 	f := flags.String()
 	if f[0] == '1' && !strings.Contains(f[1:], "1") {
-		// [...a, x, y]: a.concat([x, y]) once a is an array.
-		return spreadHelper + "1(" + args[0] + ", [" + strings.Join(args[1:], ", ") + "])"
+		// [...a, x, y]: the elements of a, then x and y.
+		return spreadHelper + "1(" + strings.Join(args, ", ") + ")"
 	}
-	return spreadHelper + `("` + f + `", [` + strings.Join(args, ", ") + "])"
+	return spreadHelper + `("` + f + `", ` + strings.Join(args, ", ") + ")"
 }
 
 // rewriteRange renders code[from:to] with the given literals rewritten.
@@ -156,8 +157,9 @@ func installSpread(vm *goja.Runtime) error {
 	if !ok {
 		return errors.New("Array.from is not a function")
 	}
-	// appendSpread appends the elements v spreads to.
-	appendSpread := func(out []any, v goja.Value) []any {
+	// appendSpread appends the elements v spreads to, with room for extra
+	// more.
+	appendSpread := func(out []any, v goja.Value, extra int) []any {
 		o, isObj := v.(*goja.Object)
 		if !isObj || o.ClassName() != "Array" {
 			arr, err := from(goja.Undefined(), v)
@@ -167,6 +169,7 @@ func installSpread(vm *goja.Runtime) error {
 			o = arr.ToObject(vm)
 		}
 		n := int(o.Get("length").ToInteger())
+		out = slices.Grow(out, n+extra)
 		for i := range n {
 			e := o.Get(strconv.Itoa(i))
 			if e == nil {
@@ -176,14 +179,14 @@ func installSpread(vm *goja.Runtime) error {
 		}
 		return out
 	}
+	// __sgSpread(flags, ...values): flags tells which values to spread.
 	if err := vm.Set(spreadHelper, func(call goja.FunctionCall) goja.Value {
 		flags := call.Argument(0).String()
-		values := call.Argument(1).ToObject(vm)
-		var out []any
+		out := make([]any, 0, len(call.Arguments))
 		for i := range len(flags) {
-			v := values.Get(strconv.Itoa(i))
+			v := call.Argument(i + 1)
 			if flags[i] == '1' {
-				out = appendSpread(out, v)
+				out = appendSpread(out, v, 0)
 			} else {
 				out = append(out, v)
 			}
@@ -192,8 +195,13 @@ func installSpread(vm *goja.Runtime) error {
 	}); err != nil {
 		return err
 	}
+	// __sgSpread1(spread, ...values)
 	return vm.Set(spreadHelper+"1", func(call goja.FunctionCall) goja.Value {
-		out := appendSpread(nil, call.Argument(0))
-		return vm.NewArray(appendSpread(out, call.Argument(1))...)
+		rest := call.Arguments[min(1, len(call.Arguments)):]
+		out := appendSpread(nil, call.Argument(0), len(rest))
+		for _, v := range rest {
+			out = append(out, v)
+		}
+		return vm.NewArray(out...)
 	})
 }
