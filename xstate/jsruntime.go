@@ -76,6 +76,7 @@ type jsRuntime struct {
 	// the conversions of events without data, by type.
 	argObjs    []*argObj
 	enqArgObjs []*argObj // the same for enqueueActions functions
+	logicArg   *argObj   // the same for promise creators
 	events     map[string]goja.Value
 }
 
@@ -658,6 +659,24 @@ func (rt *jsRuntime) enqueueArgs(a interp.Args) *goja.Object {
 		rt.enqArgObjs = append(rt.enqArgObjs, &argObj{o: o})
 	}
 	return rt.fillArgs(rt.enqArgObjs[rt.depth], a)
+}
+
+// logicArgs returns the ({input, self}) argument of a promise creator: a
+// top-level call has one object, reused as callArgs' are.
+func (rt *jsRuntime) logicArgs(input any, self *interp.Actor) *goja.Object {
+	ao := rt.logicArg
+	if ao == nil || rt.depth > 0 {
+		ao = &argObj{o: rt.vm.NewObject()}
+		if rt.depth == 0 {
+			rt.logicArg = ao
+		}
+	}
+	_ = ao.o.Set("input", rt.toJS(input))
+	if sv := rt.selfJS(self); sv != ao.self {
+		_ = ao.o.Set("self", sv)
+		ao.self = sv
+	}
+	return ao.o
 }
 
 // argObj is a reused argument object and what it holds.
