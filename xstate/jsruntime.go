@@ -621,6 +621,8 @@ func normalize(v any) any {
 		return x
 	case time.Time:
 		return x.UTC().Format("2006-01-02T15:04:05.000Z")
+	case *selfObj:
+		return x.plain()
 	}
 	if isDropped(v) {
 		return nil
@@ -753,18 +755,87 @@ func (rt *jsRuntime) selfJS(a *interp.Actor) goja.Value {
 	if rt.lastSelf == a {
 		return rt.lastSelfJS
 	}
-	o := rt.vm.NewObject()
-	_ = o.Set("id", a.ID)
-	_ = o.Set("send", func(call goja.FunctionCall) goja.Value {
-		if obj, ok := rt.fromJS(call.Argument(0)).(map[string]any); ok {
-			if ev, ok := interp.EventFromObject(obj); ok {
-				a.Send(ev)
-			}
-		}
-		return goja.Undefined()
-	})
+	o := rt.vm.NewDynamicObject(&selfObj{rt: rt, actor: a})
 	rt.lastSelf, rt.lastSelfJS = a, o
 	return o
+}
+
+// selfObj is the self of calls, {id, send}: a dynamic object, which costs
+// less to make than an object with a function, made only if send is read.
+type selfObj struct {
+	rt    *jsRuntime
+	actor *interp.Actor
+	props map[string]goja.Value // send, once read, and properties set
+}
+
+var selfKeys = []string{"id", "send"}
+
+// Get returns a property of self (goja.DynamicObject).
+func (s *selfObj) Get(key string) goja.Value {
+	if v, ok := s.props[key]; ok {
+		return v
+	}
+	switch key {
+	case "id":
+		return s.rt.vm.ToValue(s.actor.ID)
+	case "send":
+		rt, a := s.rt, s.actor
+		send := rt.vm.ToValue(func(call goja.FunctionCall) goja.Value {
+			if obj, ok := rt.fromJS(call.Argument(0)).(map[string]any); ok {
+				if ev, ok := interp.EventFromObject(obj); ok {
+					a.Send(ev)
+				}
+			}
+			return goja.Undefined()
+		})
+		s.Set(key, send)
+		return send
+	}
+	return nil
+}
+
+// Set sets a property of self (goja.DynamicObject).
+func (s *selfObj) Set(key string, v goja.Value) bool {
+	if s.props == nil {
+		s.props = map[string]goja.Value{}
+	}
+	s.props[key] = v
+	return true
+}
+
+// Has reports whether self has a property (goja.DynamicObject).
+func (s *selfObj) Has(key string) bool {
+	_, ok := s.props[key]
+	return ok || slices.Contains(selfKeys, key)
+}
+
+// Delete deletes a property set on self (goja.DynamicObject).
+func (s *selfObj) Delete(key string) bool {
+	delete(s.props, key)
+	return !slices.Contains(selfKeys, key)
+}
+
+// Keys lists the properties of self (goja.DynamicObject).
+func (s *selfObj) Keys() []string {
+	keys := slices.Clone(selfKeys)
+	for k := range s.props {
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys[len(selfKeys):])
+	return keys
+}
+
+// plain is self as JSON shows it: {id}, and the properties set on it.
+func (s *selfObj) plain() map[string]any {
+	m := map[string]any{"id": s.actor.ID}
+	for k, v := range s.props {
+		if _, isFn := goja.AssertFunction(v); !isFn && k != "id" {
+			m[k] = s.rt.fromJS(v)
+		}
+	}
+	return m
 }
 
 // lazy keeps an object or array a step made as a JavaScript value until
