@@ -56,13 +56,26 @@ func (r *jsResolver) exprFn(f *jsFn, label string) *interp.Expr {
 }
 
 // params is the params of a guard or action: a static value or a function
-// of ({context, event}). The JavaScript value a function returns is kept
-// for its Go value, which goes to the guard or action it is for.
+// of ({context, event}).
 func (r *jsResolver) params(v any, label string) *interp.Expr {
 	f, ok := v.(*jsFn)
 	if !ok {
 		return r.value(v, label)
 	}
+	return paramsFn(f, label)
+}
+
+// paramsExpr is params for the config reader: false for a static value.
+func (r *jsResolver) paramsExpr(v any) (*interp.Expr, bool) {
+	if f, ok := v.(*jsFn); ok {
+		return paramsFn(f, fnLabel("function", f, "")), true
+	}
+	return nil, false
+}
+
+// paramsFn computes params with f. The JavaScript value f returns is kept
+// for its Go value, which goes to the guard or action the params are for.
+func paramsFn(f *jsFn, label string) *interp.Expr {
 	return &interp.Expr{Fn: func(a interp.Args, params any) (any, error) {
 		rt, out, err := callFn(f, label, a, params)
 		if err != nil {
