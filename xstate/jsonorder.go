@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 )
@@ -163,6 +164,9 @@ func isArrayIndex(k string) (uint64, bool) {
 
 // jsKeyOrder orders keys as Object.keys does.
 func jsKeyOrder(keys []string) []string {
+	if !slices.ContainsFunc(keys, func(k string) bool { _, ok := isArrayIndex(k); return ok }) {
+		return keys
+	}
 	var ints []string
 	rest := keys[:0:0]
 	for _, k := range keys {

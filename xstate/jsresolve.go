@@ -336,7 +336,7 @@ func assignProps(keys []string, fns []*jsFn, static []any, label string) interp.
 	labels := make([]string, len(keys))
 	for i, k := range keys {
 		if fns[i] != nil {
-			labels[i] = fmt.Sprintf("%s of '%s'", label, k)
+			labels[i] = label + " of '" + k + "'"
 		}
 	}
 	return &interp.AssignAction{Fn: func(a interp.Args, params any) (map[string]any, error) {
