@@ -54,6 +54,8 @@ type jsRuntime struct {
 	// callables are the fns as goja calls them, made on first use.
 	callables []goja.Callable
 	depth     int // nesting of calls from Go
+	// release gives the runtime back to the module's pool.
+	release func()
 
 	// started is when the running top-level call began (UnixNano), 0 when
 	// none runs: the module's watchdog interrupts calls that run too long.
@@ -206,7 +208,7 @@ func (m *jsModule) Acquire() (any, func()) {
 	if err != nil {
 		return &jsBroken{err}, func() {}
 	}
-	return rt, func() { m.put(rt) }
+	return rt, rt.release
 }
 
 // jsBroken is what a step gets when no runtime could be made; every call
@@ -250,6 +252,7 @@ func (m *jsModule) newRuntime() (*jsRuntime, []any, error) {
 	vm := goja.New()
 	vm.SetMaxCallStackSize(maxCallStack)
 	rt := &jsRuntime{mod: m, vm: vm}
+	rt.release = func() { m.put(rt) }
 	m.mu.Lock()
 	m.all = append(m.all, rt)
 	m.mu.Unlock()
