@@ -75,6 +75,8 @@ type funcResolver interface {
 	action(v any) (interp.Action, bool, error)
 	guard(v any) (interp.Guard, bool, error)
 	expr(v any) (*interp.Expr, bool)
+	// paramsExpr is expr for the params of a guard or action.
+	paramsExpr(v any) (*interp.Expr, bool)
 	invokeSrc(v any) (interp.ActorLogic, bool)
 }
 
@@ -529,8 +531,10 @@ func (r *configReader) action(v any, sp string, line int, where string) interp.A
 }
 
 func (r *configReader) params(v any) *interp.Expr {
-	if e, ok := r.exprOf(v); ok {
-		return e
+	if r.fns != nil {
+		if e, ok := r.fns.paramsExpr(v); ok {
+			return e
+		}
 	}
 	return interp.Static(plain(v))
 }

@@ -1,6 +1,7 @@
 package xstate
 
 import (
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -150,4 +151,32 @@ func TestJSOwnImplementationsComeFirst(t *testing.T) {
 	if v := a.Snapshot().Value(); v != "review" {
 		t.Fatalf("the registry's guard overrode the module's: went to %v", v)
 	}
+}
+
+func TestSelf(t *testing.T) {
+	m, _, err := (&Loader{}).LoadModule(jsFile("self.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := interp.NewActor(m, interp.ActorOptions{})
+	a.Start()
+	a.Send(interp.Event{Type: "GO"})
+	s := a.Snapshot()
+	if s.Status != interp.StatusActive || s.Err() != nil {
+		t.Fatalf("status %v, error %v", s.Status, s.Err())
+	}
+	want := map[string]any{"id": "me", "json": `{"id":"me"}`, "keys": "id,send", "ref": map[string]any{"id": "me"}}
+	if got, _ := json.Marshal(s.Context); string(got) != string(must(json.Marshal(want))) {
+		t.Errorf("context %s, want %s", got, must(json.Marshal(want)))
+	}
+	if v, _ := json.Marshal(s.Value()); string(v) != `"c"` {
+		t.Errorf("value %s, want \"c\" (self.send)", v)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -18,18 +18,28 @@ func (r *jsResolver) promise(f *jsFn) interp.ActorLogic {
 			return err
 		}
 		defer r.mod.put(rt)
-		args := rt.vm.NewObject()
-		_ = args.Set("input", rt.toJS(input))
-		_ = args.Set("self", rt.selfJS(self))
-		out, err := rt.call(f.in(rt), label, args)
+		out, err := rt.callFn(f, label, rt.logicArgs(input, self))
 		if err != nil {
 			return err
 		}
 		p, isObj := out.(*goja.Object)
-		var then goja.Callable
-		if isObj {
-			then, _ = goja.AssertFunction(p.Get("then"))
+		if !isObj {
+			settle(rt.fromJS(out), nil)
+			return nil
 		}
+		// The call ran the job queue when it returned: a promise that
+		// waits for nothing else is settled by now.
+		if pr, ok := p.Export().(*goja.Promise); ok {
+			switch pr.State() {
+			case goja.PromiseStateFulfilled:
+				settle(rt.fromJS(pr.Result()), nil)
+				return nil
+			case goja.PromiseStateRejected:
+				settle(nil, rejection(rt, pr.Result()))
+				return nil
+			}
+		}
+		then, _ := goja.AssertFunction(p.Get("then"))
 		if then == nil {
 			settle(rt.fromJS(out), nil)
 			return nil
@@ -95,7 +105,7 @@ func (r *jsResolver) callback(f *jsFn) interp.ActorLogic {
 			})
 			return goja.Undefined()
 		})
-		out, err := rt.call(f.in(rt), label, args)
+		out, err := rt.callFn(f, label, args)
 		if err != nil {
 			r.mod.put(rt)
 			return nil, err
@@ -124,7 +134,7 @@ func (r *jsResolver) reducer(f *jsFn, initial any) interp.ActorLogic {
 			defer r.mod.put(rt)
 			args := rt.vm.NewObject()
 			_ = args.Set("input", rt.toJS(input))
-			out, err := rt.call(fn.in(rt), label+" initial state", args)
+			out, err := rt.callFn(fn, label+" initial state", args)
 			if err != nil {
 				return nil, err
 			}
@@ -136,7 +146,7 @@ func (r *jsResolver) reducer(f *jsFn, initial any) interp.ActorLogic {
 				return nil, err
 			}
 			defer r.mod.put(rt)
-			out, err := rt.call(f.in(rt), label, rt.toJS(state), rt.toJS(ev))
+			out, err := rt.callFn(f, label, rt.toJS(state), rt.toJS(ev))
 			if err != nil {
 				return nil, err
 			}

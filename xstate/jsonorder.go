@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 )
@@ -151,7 +152,7 @@ func (p *orderedParser) leadingSpace(off int64) int64 {
 // isArrayIndex reports whether a key is an array index to JavaScript: the
 // canonical decimal form of an integer below 2^32-1.
 func isArrayIndex(k string) (uint64, bool) {
-	if k == "" || len(k) > 10 || (len(k) > 1 && k[0] == '0') {
+	if k == "" || len(k) > 10 || (len(k) > 1 && k[0] == '0') || k[0] < '0' || k[0] > '9' {
 		return 0, false
 	}
 	n, err := strconv.ParseUint(k, 10, 64)
@@ -163,6 +164,9 @@ func isArrayIndex(k string) (uint64, bool) {
 
 // jsKeyOrder orders keys as Object.keys does.
 func jsKeyOrder(keys []string) []string {
+	if !slices.ContainsFunc(keys, func(k string) bool { _, ok := isArrayIndex(k); return ok }) {
+		return keys
+	}
 	var ints []string
 	rest := keys[:0:0]
 	for _, k := range keys {

@@ -41,7 +41,7 @@ func callFn(f *jsFn, label string, a interp.Args, params any) (*jsRuntime, goja.
 	if err != nil {
 		return nil, nil, err
 	}
-	out, err := rt.call(f.in(rt), label, rt.callArgs(a), rt.paramsJS(params))
+	out, err := rt.callFn(f, label, rt.callArgs(a), rt.paramsJS(params))
 	return rt, out, err
 }
 
@@ -52,6 +52,38 @@ func (r *jsResolver) exprFn(f *jsFn, label string) *interp.Expr {
 			return nil, err
 		}
 		return rt.fromJS(out), nil
+	}}
+}
+
+// params is the params of a guard or action: a static value or a function
+// of ({context, event}).
+func (r *jsResolver) params(v any, label string) *interp.Expr {
+	f, ok := v.(*jsFn)
+	if !ok {
+		return r.value(v, label)
+	}
+	return paramsFn(f, label)
+}
+
+// paramsExpr is params for the config reader: false for a static value.
+func (r *jsResolver) paramsExpr(v any) (*interp.Expr, bool) {
+	if f, ok := v.(*jsFn); ok {
+		return paramsFn(f, fnLabel("function", f, "")), true
+	}
+	return nil, false
+}
+
+// paramsFn computes params with f. The JavaScript value f returns is kept
+// for its Go value, which goes to the guard or action the params are for.
+func paramsFn(f *jsFn, label string) *interp.Expr {
+	return &interp.Expr{Fn: func(a interp.Args, params any) (any, error) {
+		rt, out, err := callFn(f, label, a, params)
+		if err != nil {
+			return nil, err
+		}
+		g := rt.fromJS(out)
+		rt.remember(g, out)
+		return g, nil
 	}}
 }
 
@@ -91,7 +123,7 @@ func (r *jsResolver) guardNamed(v any, name string) (interp.Guard, bool, error) 
 		}
 		g := &interp.NamedGuard{Type: t}
 		if p, ok := x.get("params"); ok {
-			g.Params = r.value(p, fmt.Sprintf("params of guard '%s'", t))
+			g.Params = r.params(p, fmt.Sprintf("params of guard '%s'", t))
 		}
 		return g, true, nil
 	case *jsFn:
@@ -156,7 +188,7 @@ func (r *jsResolver) actionNamed(v any, name string) (interp.Action, bool, error
 		}
 		a := &interp.NamedAction{Type: t}
 		if p, ok := x.get("params"); ok {
-			a.Params = r.value(p, fmt.Sprintf("params of action '%s'", t))
+			a.Params = r.params(p, fmt.Sprintf("params of action '%s'", t))
 		}
 		return a, true, nil
 	case *jsFn:
@@ -293,23 +325,35 @@ func (r *jsResolver) assign(v any, label string) (interp.Action, error) {
 				static[i] = plain(x.vals[k])
 			}
 		}
-		return &interp.AssignAction{Fn: func(a interp.Args, params any) (map[string]any, error) {
-			out := make(map[string]any, len(keys))
-			for i, k := range keys {
-				if fns[i] == nil {
-					out[k] = static[i]
-					continue
-				}
-				rt, v, err := callFn(fns[i], fmt.Sprintf("%s of '%s'", label, k), a, params)
-				if err != nil {
-					return nil, err
-				}
-				out[k] = rt.lazy(v)
-			}
-			return out, nil
-		}}, nil
+		return assignProps(keys, fns, static, label), nil
 	}
 	return nil, errors.New("assign() needs a function or an object")
+}
+
+// assignProps makes assign({key: value or function, ...}): keys[i] is set
+// to static[i], or to what fns[i] returns when it is not nil.
+func assignProps(keys []string, fns []*jsFn, static []any, label string) interp.Action {
+	labels := make([]string, len(keys))
+	for i, k := range keys {
+		if fns[i] != nil {
+			labels[i] = label + " of '" + k + "'"
+		}
+	}
+	return &interp.AssignAction{Fn: func(a interp.Args, params any) (map[string]any, error) {
+		out := make(map[string]any, len(keys))
+		for i, k := range keys {
+			if fns[i] == nil {
+				out[k] = static[i]
+				continue
+			}
+			rt, v, err := callFn(fns[i], labels[i], a, params)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = rt.lazy(v)
+		}
+		return out, nil
+	}}
 }
 
 // enqueue makes XState's enqueueActions: the function gets enqueue (with
@@ -323,41 +367,33 @@ func (r *jsResolver) enqueue(f *jsFn, label string) interp.Action {
 		}
 		var queued []queuedAction
 		var failed error
-		enq, checkJS := rt.enqueueFns()
 		prevQueue, prevCheck := rt.queued, rt.checkFn
 		defer func() { rt.queued, rt.checkFn = prevQueue, prevCheck }()
 		rt.queued = &queued
 		rt.checkFn = func(gv goja.Value) (bool, error) {
-			w := &walker{rt: rt, direct: true, seen: map[*goja.Object]bool{}}
-			v, err := w.walk(gv, 0)
+			g, err := r.checked(rt, gv)
 			if err == nil {
-				var g interp.Guard
-				var ok bool
-				if g, ok, err = r.guard(v); ok && err == nil {
-					var pass bool
-					if pass, err = check(g); err == nil {
-						return pass, nil
-					}
+				var pass bool
+				if pass, err = check(g); err == nil {
+					return pass, nil
 				}
 			}
 			if failed == nil {
-				failed = errOr(err, errors.New("check(): not a guard"))
+				failed = err
 			}
 			return false, failed
 		}
-		args := rt.argsJS(a)
-		_ = args.Set("enqueue", enq)
-		_ = args.Set("check", checkJS)
-		if _, err := rt.call(f.in(rt), label, args); err != nil {
+		args := rt.enqueueArgs(a)
+		if _, err := rt.callFn(f, label, args); err != nil {
 			if failed != nil {
 				return nil, failed
 			}
 			return nil, err
 		}
-		w := &walker{rt: rt, direct: true, seen: map[*goja.Object]bool{}}
+		w := &walker{rt: rt, direct: true}
 		actions := make([]interp.Action, 0, len(queued))
 		for _, q := range queued {
-			act, err := r.queuedAction(w, q)
+			act, err := r.queuedAction(rt, w, q)
 			if err != nil {
 				return nil, err
 			}
@@ -365,6 +401,52 @@ func (r *jsResolver) enqueue(f *jsFn, label string) interp.Action {
 		}
 		return actions, nil
 	}}
+}
+
+// checked converts the argument of check(): a guard's name, or a guard.
+func (r *jsResolver) checked(rt *jsRuntime, gv goja.Value) (interp.Guard, error) {
+	if goja.IsString(gv) {
+		return &interp.NamedGuard{Type: gv.String()}, nil
+	}
+	if g := namedGuardJS(rt, gv); g != nil {
+		return g, nil
+	}
+	w := &walker{rt: rt, direct: true}
+	v, err := w.walk(gv, 0)
+	if err != nil {
+		return nil, err
+	}
+	g, ok, err := r.guard(v)
+	if !ok || err != nil {
+		return nil, errOr(err, errors.New("check(): not a guard"))
+	}
+	return g, nil
+}
+
+// namedGuardJS converts {type, params} with static params directly, or
+// returns nil. The params' JavaScript value is kept for their Go value, so
+// the guard gets the very object it was given, as in XState.
+func namedGuardJS(rt *jsRuntime, v goja.Value) *interp.NamedGuard {
+	o := plainObject(v)
+	if o == nil {
+		return nil
+	}
+	t := o.Get("type")
+	if t == nil || !goja.IsString(t) {
+		return nil
+	}
+	g := &interp.NamedGuard{Type: t.String()}
+	p := o.Get("params")
+	if p == nil || goja.IsUndefined(p) || goja.IsNull(p) {
+		return g
+	}
+	if _, isFn := goja.AssertFunction(p); isFn {
+		return nil
+	}
+	pv := rt.fromJS(p)
+	rt.remember(pv, p)
+	g.Params = interp.Static(pv)
+	return g
 }
 
 // invokeSrc converts the src of an invoke.
@@ -500,7 +582,10 @@ var creatorFields = map[string][]string{
 
 // queuedAction converts an enqueued action, building the description of
 // enqueue.assign(...) and the like in Go rather than in the runtime.
-func (r *jsResolver) queuedAction(w *walker, q queuedAction) (interp.Action, error) {
+func (r *jsResolver) queuedAction(rt *jsRuntime, w *walker, q queuedAction) (interp.Action, error) {
+	if act := quickQueued(rt, q); act != nil {
+		return act, nil
+	}
 	if q.kind == "" {
 		v, err := w.walk(q.args[0], 0)
 		if err != nil {
@@ -548,4 +633,78 @@ func (r *jsResolver) queuedAction(w *walker, q queuedAction) (interp.Action, err
 		}
 	}
 	return r.marker(&jsMarker{kind: q.kind, fields: fields}, "")
+}
+
+// quickQueued converts the commonest enqueued actions directly, or
+// returns nil: an action's name, and assign, raise and emit of a plain
+// object.
+func quickQueued(rt *jsRuntime, q queuedAction) interp.Action {
+	if q.kind == "" {
+		if goja.IsString(q.args[0]) {
+			return &interp.NamedAction{Type: q.args[0].String()}
+		}
+		return nil
+	}
+	o := plainObject(q.args[0])
+	if o == nil {
+		return nil
+	}
+	switch q.kind {
+	case "assign":
+		return rt.assignment(o)
+	case "emit":
+		return &interp.EmitAction{Event: interp.Static(rt.fromJS(o))}
+	case "raise":
+		if len(q.args) > 1 && !goja.IsUndefined(q.args[1]) {
+			return nil // options
+		}
+		return &interp.RaiseAction{Event: interp.Static(rt.fromJS(o))}
+	}
+	return nil
+}
+
+// plainObject returns v if it is an ordinary object: not a function, an
+// array, another built-in object or a description made by the shim.
+func plainObject(v goja.Value) *goja.Object {
+	o, ok := v.(*goja.Object)
+	if !ok || o.ClassName() != "Object" {
+		return nil
+	}
+	if _, isFn := goja.AssertFunction(o); isFn {
+		return nil
+	}
+	if m := o.Get(shimMark); m != nil && !goja.IsUndefined(m) {
+		return nil
+	}
+	return o
+}
+
+// assignment makes assign(o) for an object o: its functions are called
+// when the action runs, its other values are converted now.
+func (rt *jsRuntime) assignment(o *goja.Object) interp.Action {
+	keys := jsKeyOrder(o.Keys())
+	fns := make([]*jsFn, 0, len(keys))
+	static := make([]any, 0, len(keys))
+	n := 0
+	for _, k := range keys {
+		v := o.Get(k)
+		if v == nil || goja.IsUndefined(v) {
+			continue
+		}
+		var f *jsFn
+		var x any
+		if fo, ok := v.(*goja.Object); ok {
+			if _, isFn := goja.AssertFunction(fo); isFn {
+				f = &jsFn{direct: fo}
+			}
+		}
+		if f == nil {
+			x = rt.fromJS(v)
+		}
+		keys[n] = k
+		n++
+		fns = append(fns, f)
+		static = append(static, x)
+	}
+	return assignProps(keys[:n], fns, static, "assign")
 }

@@ -48,10 +48,14 @@ type jsModule struct {
 // jsRuntime is a goja runtime with the module evaluated in it and the
 // module's functions numbered as the loader numbered them.
 type jsRuntime struct {
-	mod   *jsModule
-	vm    *goja.Runtime
-	fns   []goja.Value
-	depth int // nesting of calls from Go
+	mod *jsModule
+	vm  *goja.Runtime
+	fns []goja.Value
+	// callables are the fns as goja calls them, made on first use.
+	callables []goja.Callable
+	depth     int // nesting of calls from Go
+	// release gives the runtime back to the module's pool.
+	release func()
 
 	// started is when the running top-level call began (UnixNano), 0 when
 	// none runs: the module's watchdog interrupts calls that run too long.
@@ -72,8 +76,10 @@ type jsRuntime struct {
 	ids, oldIDs map[unsafe.Pointer]idEntry
 	// argObjs are the argument objects of calls, by depth; events are
 	// the conversions of events without data, by type.
-	argObjs []*argObj
-	events  map[string]goja.Value
+	argObjs    []*argObj
+	enqArgObjs []*argObj // the same for enqueueActions functions
+	logicArg   *argObj   // the same for promise creators
+	events     map[string]goja.Value
 }
 
 type idEntry struct {
@@ -202,7 +208,7 @@ func (m *jsModule) Acquire() (any, func()) {
 	if err != nil {
 		return &jsBroken{err}, func() {}
 	}
-	return rt, func() { m.put(rt) }
+	return rt, rt.release
 }
 
 // jsBroken is what a step gets when no runtime could be made; every call
@@ -246,6 +252,7 @@ func (m *jsModule) newRuntime() (*jsRuntime, []any, error) {
 	vm := goja.New()
 	vm.SetMaxCallStackSize(maxCallStack)
 	rt := &jsRuntime{mod: m, vm: vm}
+	rt.release = func() { m.put(rt) }
 	m.mu.Lock()
 	m.all = append(m.all, rt)
 	m.mu.Unlock()
@@ -275,7 +282,7 @@ func (m *jsModule) newRuntime() (*jsRuntime, []any, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", m.file, err)
 	}
-	w := &walker{rt: rt, seen: map[*goja.Object]bool{}}
+	w := &walker{rt: rt}
 	var out []any
 	for _, r := range roots {
 		v, err := w.walk(r, 0)
@@ -290,29 +297,39 @@ func (m *jsModule) newRuntime() (*jsRuntime, []any, error) {
 // guard runs f as a top-level call: it is interrupted past the module's
 // time limit, and a Go panic from goja becomes an error.
 func (rt *jsRuntime) guard(f func() error) (err error) {
+	defer rt.leave(rt.enter(), &err)
+	return f()
+}
+
+// enter begins a call into the runtime; it returns whether the call is a
+// top-level one, which the watchdog times.
+func (rt *jsRuntime) enter() bool {
 	top := rt.depth == 0
 	rt.depth++
 	if top && rt.mod.timeout > 0 {
 		rt.started.Store(time.Now().UnixNano())
 		rt.mod.watch()
 	}
-	defer func() {
-		rt.depth--
-		if top && rt.mod.timeout > 0 {
-			rt.mod.mu.Lock() // the watchdog interrupts under this lock
-			rt.started.Store(0)
-			rt.mod.mu.Unlock()
-			rt.vm.ClearInterrupt()
+	return top
+}
+
+// leave ends a call begun by enter; deferred, it turns a stack overflow
+// in goja into *err.
+func (rt *jsRuntime) leave(top bool, err *error) {
+	rt.depth--
+	if top && rt.mod.timeout > 0 {
+		rt.mod.mu.Lock() // the watchdog interrupts under this lock
+		rt.started.Store(0)
+		rt.mod.mu.Unlock()
+		rt.vm.ClearInterrupt()
+	}
+	if r := recover(); r != nil {
+		if so, ok := r.(*goja.StackOverflowError); ok {
+			*err = &jsError{msg: "Maximum call stack size exceeded", cause: so}
+			return
 		}
-		if r := recover(); r != nil {
-			if so, ok := r.(*goja.StackOverflowError); ok {
-				err = &jsError{msg: "Maximum call stack size exceeded", cause: so}
-				return
-			}
-			panic(r)
-		}
-	}()
-	return f()
+		panic(r)
+	}
 }
 
 // watch makes sure the module's watchdog runs. The watchdog interrupts
@@ -354,12 +371,21 @@ func (rt *jsRuntime) call(fn goja.Value, what string, args ...goja.Value) (goja.
 	if !ok {
 		return nil, fmt.Errorf("%s is not a function", what)
 	}
-	var out goja.Value
-	err := rt.guard(func() error {
-		var err error
-		out, err = f(goja.Undefined(), args...)
-		return err
-	})
+	return rt.invoke(f, what, args)
+}
+
+// callFn calls a function of the module.
+func (rt *jsRuntime) callFn(f *jsFn, what string, args ...goja.Value) (goja.Value, error) {
+	c, ok := f.callable(rt)
+	if !ok {
+		return nil, fmt.Errorf("%s is not a function", what)
+	}
+	return rt.invoke(c, what, args)
+}
+
+// invoke runs a call, with its errors as XState shows them.
+func (rt *jsRuntime) invoke(f goja.Callable, what string, args []goja.Value) (out goja.Value, err error) {
+	err = rt.run(f, args, &out)
 	if err != nil {
 		var ie *goja.InterruptedError
 		if errors.As(err, &ie) {
@@ -368,6 +394,13 @@ func (rt *jsRuntime) call(fn goja.Value, what string, args ...goja.Value) (goja.
 		return nil, jsErr(err)
 	}
 	return out, nil
+}
+
+// run calls f as guard would run it, without making a closure.
+func (rt *jsRuntime) run(f goja.Callable, args []goja.Value, out *goja.Value) (err error) {
+	defer rt.leave(rt.enter(), &err)
+	*out, err = f(goja.Undefined(), args...)
+	return err
 }
 
 // jsError is a JavaScript exception: its message is the thrown error's
@@ -591,6 +624,8 @@ func normalize(v any) any {
 		return x
 	case time.Time:
 		return x.UTC().Format("2006-01-02T15:04:05.000Z")
+	case *selfObj:
+		return x.plain()
 	}
 	if isDropped(v) {
 		return nil
@@ -608,13 +643,6 @@ func isDropped(v any) bool {
 	return false
 }
 
-// argsJS builds a fresh ({context, event, ...}) argument of a call.
-func (rt *jsRuntime) argsJS(a interp.Args) *goja.Object {
-	o := rt.vm.NewObject()
-	rt.fillArgs(o, a)
-	return o
-}
-
 // callArgs returns the ({context, event, self}) argument of a call: one
 // object per depth of nested calls, reused, as making objects is what
 // costs most in goja.
@@ -622,7 +650,50 @@ func (rt *jsRuntime) callArgs(a interp.Args) *goja.Object {
 	for len(rt.argObjs) <= rt.depth {
 		rt.argObjs = append(rt.argObjs, &argObj{o: rt.vm.NewObject()})
 	}
-	ao := rt.argObjs[rt.depth]
+	return rt.fillArgs(rt.argObjs[rt.depth], a)
+}
+
+// enqueueArgs returns the ({context, event, self, enqueue, check})
+// argument of an enqueueActions function, reused as callArgs' are.
+func (rt *jsRuntime) enqueueArgs(a interp.Args) *goja.Object {
+	for len(rt.enqArgObjs) <= rt.depth {
+		enq, check := rt.enqueueFns()
+		o := rt.vm.NewObject()
+		_ = o.Set("enqueue", enq)
+		_ = o.Set("check", check)
+		rt.enqArgObjs = append(rt.enqArgObjs, &argObj{o: o})
+	}
+	return rt.fillArgs(rt.enqArgObjs[rt.depth], a)
+}
+
+// logicArgs returns the ({input, self}) argument of a promise creator: a
+// top-level call has one object, reused as callArgs' are.
+func (rt *jsRuntime) logicArgs(input any, self *interp.Actor) *goja.Object {
+	ao := rt.logicArg
+	if ao == nil || rt.depth > 0 {
+		ao = &argObj{o: rt.vm.NewObject()}
+		if rt.depth == 0 {
+			rt.logicArg = ao
+		}
+	}
+	_ = ao.o.Set("input", rt.toJS(input))
+	if sv := rt.selfJS(self); sv != ao.self {
+		_ = ao.o.Set("self", sv)
+		ao.self = sv
+	}
+	return ao.o
+}
+
+// argObj is a reused argument object and what it holds.
+type argObj struct {
+	o             *goja.Object
+	ctx, ev, self goja.Value
+	input         bool // input is set
+}
+
+// fillArgs sets the context, event, self and input of a's call in a
+// reused argument object, leaving what it already holds.
+func (rt *jsRuntime) fillArgs(ao *argObj, a interp.Args) *goja.Object {
 	o := ao.o
 	if c := rt.contextJS(a.Context); c != ao.ctx {
 		_ = o.Set("context", c)
@@ -647,26 +718,6 @@ func (rt *jsRuntime) callArgs(a interp.Args) *goja.Object {
 		ao.input = a.Input != nil
 	}
 	return o
-}
-
-// argObj is a reused argument object and what it holds.
-type argObj struct {
-	o             *goja.Object
-	ctx, ev, self goja.Value
-	input         bool // input is set
-}
-
-func (rt *jsRuntime) fillArgs(o *goja.Object, a interp.Args) {
-	_ = o.Set("context", rt.contextJS(a.Context))
-	_ = o.Set("event", rt.eventJS(a.Event))
-	if a.Input != nil {
-		_ = o.Set("input", rt.toJS(a.Input))
-	} else if o.Get("input") != nil {
-		_ = o.Delete("input")
-	}
-	if a.Self != nil {
-		_ = o.Set("self", rt.selfJS(a.Self))
-	}
 }
 
 // eventJS converts an event, reusing the conversion of the same event.
@@ -707,18 +758,87 @@ func (rt *jsRuntime) selfJS(a *interp.Actor) goja.Value {
 	if rt.lastSelf == a {
 		return rt.lastSelfJS
 	}
-	o := rt.vm.NewObject()
-	_ = o.Set("id", a.ID)
-	_ = o.Set("send", func(call goja.FunctionCall) goja.Value {
-		if obj, ok := rt.fromJS(call.Argument(0)).(map[string]any); ok {
-			if ev, ok := interp.EventFromObject(obj); ok {
-				a.Send(ev)
-			}
-		}
-		return goja.Undefined()
-	})
+	o := rt.vm.NewDynamicObject(&selfObj{rt: rt, actor: a})
 	rt.lastSelf, rt.lastSelfJS = a, o
 	return o
+}
+
+// selfObj is the self of calls, {id, send}: a dynamic object, which costs
+// less to make than an object with a function, made only if send is read.
+type selfObj struct {
+	rt    *jsRuntime
+	actor *interp.Actor
+	props map[string]goja.Value // send, once read, and properties set
+}
+
+var selfKeys = []string{"id", "send"}
+
+// Get returns a property of self (goja.DynamicObject).
+func (s *selfObj) Get(key string) goja.Value {
+	if v, ok := s.props[key]; ok {
+		return v
+	}
+	switch key {
+	case "id":
+		return s.rt.vm.ToValue(s.actor.ID)
+	case "send":
+		rt, a := s.rt, s.actor
+		send := rt.vm.ToValue(func(call goja.FunctionCall) goja.Value {
+			if obj, ok := rt.fromJS(call.Argument(0)).(map[string]any); ok {
+				if ev, ok := interp.EventFromObject(obj); ok {
+					a.Send(ev)
+				}
+			}
+			return goja.Undefined()
+		})
+		s.Set(key, send)
+		return send
+	}
+	return nil
+}
+
+// Set sets a property of self (goja.DynamicObject).
+func (s *selfObj) Set(key string, v goja.Value) bool {
+	if s.props == nil {
+		s.props = map[string]goja.Value{}
+	}
+	s.props[key] = v
+	return true
+}
+
+// Has reports whether self has a property (goja.DynamicObject).
+func (s *selfObj) Has(key string) bool {
+	_, ok := s.props[key]
+	return ok || slices.Contains(selfKeys, key)
+}
+
+// Delete deletes a property set on self (goja.DynamicObject).
+func (s *selfObj) Delete(key string) bool {
+	delete(s.props, key)
+	return !slices.Contains(selfKeys, key)
+}
+
+// Keys lists the properties of self (goja.DynamicObject).
+func (s *selfObj) Keys() []string {
+	keys := slices.Clone(selfKeys)
+	for k := range s.props {
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys[len(selfKeys):])
+	return keys
+}
+
+// plain is self as JSON shows it: {id}, and the properties set on it.
+func (s *selfObj) plain() map[string]any {
+	m := map[string]any{"id": s.actor.ID}
+	for k, v := range s.props {
+		if _, isFn := goja.AssertFunction(v); !isFn && k != "id" {
+			m[k] = s.rt.fromJS(v)
+		}
+	}
+	return m
 }
 
 // lazy keeps an object or array a step made as a JavaScript value until

@@ -2,7 +2,8 @@ package xstate
 
 import (
 	"errors"
-	"fmt"
+	"slices"
+	"strconv"
 
 	"github.com/dop251/goja"
 )
@@ -20,12 +21,22 @@ type jsFn struct {
 	name   string     // the function's name, when it has one
 }
 
-// in returns the function in a runtime.
-func (f *jsFn) in(rt *jsRuntime) goja.Value {
+// callable returns the function as goja calls it.
+func (f *jsFn) callable(rt *jsRuntime) (goja.Callable, bool) {
 	if f.direct != nil {
-		return f.direct
+		return goja.AssertFunction(f.direct)
 	}
-	return rt.fns[f.id]
+	if f.id < len(rt.callables) && rt.callables[f.id] != nil {
+		return rt.callables[f.id], true
+	}
+	c, ok := goja.AssertFunction(rt.fns[f.id])
+	if ok {
+		if len(rt.callables) < len(rt.fns) {
+			rt.callables = append(rt.callables, make([]goja.Callable, len(rt.fns)-len(rt.callables))...)
+		}
+		rt.callables[f.id] = c
+	}
+	return c, ok
 }
 
 // jsMarker is a value made by the shim: an action, a guard, an actor
@@ -43,7 +54,9 @@ func (m *jsMarker) get(k string) any {
 type walker struct {
 	rt     *jsRuntime
 	direct bool // functions are kept as values, not numbered
-	seen   map[*goja.Object]bool
+	// path holds the objects being walked, outermost first: meeting one
+	// of them again is a circular reference.
+	path []*goja.Object
 }
 
 // maxWalkDepth bounds the nesting of a config.
@@ -76,16 +89,16 @@ func (w *walker) walk(v goja.Value, depth int) (any, error) {
 		}
 		return f, nil
 	}
-	if w.seen[o] {
+	if slices.Contains(w.path, o) {
 		return nil, errors.New("the machine config refers to itself (a circular reference)")
 	}
-	w.seen[o] = true
-	defer delete(w.seen, o)
+	w.path = append(w.path, o)
+	defer func() { w.path = w.path[:len(w.path)-1] }()
 	if o.ClassName() == "Array" {
 		n := int(o.Get("length").ToInteger())
 		out := make([]any, 0, n)
 		for i := range n {
-			e, err := w.walk(o.Get(fmt.Sprint(i)), depth+1)
+			e, err := w.walk(o.Get(strconv.Itoa(i)), depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -93,8 +106,9 @@ func (w *walker) walk(v goja.Value, depth int) (any, error) {
 		}
 		return out, nil
 	}
-	fields := &object{vals: map[string]any{}}
-	for _, k := range jsKeyOrder(o.Keys()) {
+	keys := jsKeyOrder(o.Keys())
+	fields := &object{keys: make([]string, 0, len(keys)), vals: make(map[string]any, len(keys))}
+	for _, k := range keys {
 		e, err := w.walk(o.Get(k), depth+1)
 		if err != nil {
 			return nil, err

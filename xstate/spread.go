@@ -1,8 +1,11 @@
 package xstate
 
 import (
+	"errors"
 	"reflect"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/dop251/goja"
@@ -17,8 +20,8 @@ import (
 // copying. rewriteSpreads rewrites such literals into a call of a native
 // helper that copies arrays directly and iterates anything else:
 //
-//	[a, ...b, c]  →  __sgSpread("010", [a, b, c])
-//	[...a, b]     →  __sgSpread1(a, [b])
+//	[a, ...b, c]  →  __sgSpread("010", a, b, c)
+//	[...a, b]     →  __sgSpread1(a, b)
 //
 // Only array literals are rewritten; the text of their elements is kept,
 // so line numbers do not move.
@@ -65,10 +68,10 @@ func rewriteLiteral(code string, lit *ast.ArrayLiteral, nested []*ast.ArrayLiter
 	}
 	f := flags.String()
 	if f[0] == '1' && !strings.Contains(f[1:], "1") {
-		// [...a, x, y]: a.concat([x, y]) once a is an array.
-		return spreadHelper + "1(" + args[0] + ", [" + strings.Join(args[1:], ", ") + "])"
+		// [...a, x, y]: the elements of a, then x and y.
+		return spreadHelper + "1(" + strings.Join(args, ", ") + ")"
 	}
-	return spreadHelper + `("` + f + `", [` + strings.Join(args, ", ") + "])"
+	return spreadHelper + `("` + f + `", ` + strings.Join(args, ", ") + ")"
 }
 
 // rewriteRange renders code[from:to] with the given literals rewritten.
@@ -145,24 +148,60 @@ func collectSpreads(v reflect.Value, out *[]*ast.ArrayLiteral, seen map[uintptr]
 	}
 }
 
-// spreadSource defines the helper. Arrays are copied with concat, which
-// goja runs natively; anything else goes through Array.from, the iterator
-// protocol, as a spread would.
-const spreadSource = `globalThis.` + spreadHelper + ` = function (flags, values) {
-  var out = [];
-  for (var i = 0; i < values.length; i++) {
-    var v = values[i];
-    if (flags.charCodeAt(i) !== 49) { out.push(v); continue; }
-    out = out.concat(Array.isArray(v) ? v : Array.from(v));
-  }
-  return out;
-};
-globalThis.` + spreadHelper + `1 = function (first, rest) {
-  return (Array.isArray(first) ? first : Array.from(first)).concat(rest);
-};`
-
-// installSpread defines the helper in a runtime.
+// installSpread defines the helpers in a runtime. They copy arrays
+// element by element in Go, which spares goja's concat (a species lookup
+// and one property definition per element); anything else goes through
+// Array.from, the iterator protocol, as a spread would.
 func installSpread(vm *goja.Runtime) error {
-	_, err := vm.RunString(spreadSource)
-	return err
+	from, ok := goja.AssertFunction(vm.Get("Array").ToObject(vm).Get("from"))
+	if !ok {
+		return errors.New("Array.from is not a function")
+	}
+	// appendSpread appends the elements v spreads to, with room for extra
+	// more.
+	appendSpread := func(out []any, v goja.Value, extra int) []any {
+		o, isObj := v.(*goja.Object)
+		if !isObj || o.ClassName() != "Array" {
+			arr, err := from(goja.Undefined(), v)
+			if err != nil {
+				panic(err) // rethrown in the runtime
+			}
+			o = arr.ToObject(vm)
+		}
+		n := int(o.Get("length").ToInteger())
+		out = slices.Grow(out, n+extra)
+		for i := range n {
+			e := o.Get(strconv.Itoa(i))
+			if e == nil {
+				e = goja.Undefined()
+			}
+			out = append(out, e)
+		}
+		return out
+	}
+	// __sgSpread(flags, ...values): flags tells which values to spread.
+	if err := vm.Set(spreadHelper, func(call goja.FunctionCall) goja.Value {
+		flags := call.Argument(0).String()
+		out := make([]any, 0, len(call.Arguments))
+		for i := range len(flags) {
+			v := call.Argument(i + 1)
+			if flags[i] == '1' {
+				out = appendSpread(out, v, 0)
+			} else {
+				out = append(out, v)
+			}
+		}
+		return vm.NewArray(out...)
+	}); err != nil {
+		return err
+	}
+	// __sgSpread1(spread, ...values)
+	return vm.Set(spreadHelper+"1", func(call goja.FunctionCall) goja.Value {
+		rest := call.Arguments[min(1, len(call.Arguments)):]
+		out := appendSpread(nil, call.Argument(0), len(rest))
+		for _, v := range rest {
+			out = append(out, v)
+		}
+		return vm.NewArray(out...)
+	})
 }
