@@ -206,12 +206,37 @@ func keyFrom(b []byte) (Key, bool) {
 
 // A stored value is the version (8 bytes, big-endian) then the record as
 // JSON.
+// encode writes a record after its version, as json.Marshal would write
+// it (but for the snapshot, taken as it is: it is JSON already).
 func encode(rec Record, version uint64) ([]byte, error) {
-	data, err := json.Marshal(rec)
+	if !json.Valid(rec.Snapshot) {
+		return nil, errors.New("the snapshot is not valid JSON")
+	}
+	mv, err := json.Marshal(rec.MachineVersion)
 	if err != nil {
 		return nil, err
 	}
-	return append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(data)), version), data...), nil
+	updated, err := rec.Updated.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, 8+len(rec.Snapshot)+len(mv)+len(updated)+64)
+	b = binary.BigEndian.AppendUint64(b, version)
+	b = append(b, `{"snapshot":`...)
+	b = append(b, rec.Snapshot...)
+	b = append(b, `,"machineVersion":`...)
+	b = append(b, mv...)
+	b = append(b, `,"updated":`...)
+	b = append(b, updated...)
+	if len(rec.Timers) > 0 {
+		timers, err := json.Marshal(rec.Timers)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, `,"timers":`...)
+		b = append(b, timers...)
+	}
+	return append(b, '}'), nil
 }
 
 func decode(v []byte) (Record, uint64, error) {
@@ -298,8 +323,11 @@ func (b *Badger) put(txn *badger.Txn, k Key, rec Record, version uint64) error {
 		return err
 	default:
 		if err := item.Value(func(v []byte) error {
-			_, cur, err = decode(v)
-			return err
+			if len(v) < 8 {
+				return errors.New("corrupt record")
+			}
+			cur = binary.BigEndian.Uint64(v) // the record itself is not read
+			return nil
 		}); err != nil {
 			return err
 		}

@@ -2,12 +2,15 @@ package store
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestWALReplaysTheCurrentGeneration(t *testing.T) {
@@ -136,5 +139,31 @@ func TestBadgerRecoversFromTheLog(t *testing.T) {
 	trail, err := r.Audit(ctx, k, 0)
 	if err != nil || len(trail) != 20 || trail[19].Tool != "t19" {
 		t.Fatalf("audit after recovery: %d entries, %v", len(trail), err)
+	}
+}
+
+// TestEncodeMatchesMarshal checks the record encoding against json.Marshal.
+func TestEncodeMatchesMarshal(t *testing.T) {
+	when := time.Date(2026, 11, 29, 23, 45, 1, 123456789, time.UTC)
+	for _, rec := range []Record{
+		{Snapshot: []byte(`{"status":"active","value":"draft","context":{"a":[1,2]}}`), MachineVersion: "84ba43f72e65c37e", Updated: when},
+		{Snapshot: []byte(`{}`), MachineVersion: `odd "<quoted>"`, Updated: when.In(time.FixedZone("x", 3600)),
+			Timers: []Timer{{ID: "t1", Event: map[string]any{"type": "xstate.after.1000.m.s"}, Due: when}}},
+	} {
+		got, err := encode(rec, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(rec)
+		if string(got[8:]) != string(want) || binary.BigEndian.Uint64(got) != 7 {
+			t.Errorf("encode = %s\n want %s", got[8:], want)
+		}
+		back, v, err := decode(got)
+		if err != nil || v != 7 || string(back.Snapshot) != string(rec.Snapshot) || !back.Updated.Equal(rec.Updated) {
+			t.Errorf("decode: %+v %d %v", back, v, err)
+		}
+	}
+	if _, err := encode(Record{Snapshot: []byte(`{`)}, 1); err == nil {
+		t.Error("a broken snapshot was encoded")
 	}
 }
