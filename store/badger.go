@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -53,6 +54,13 @@ type Badger struct {
 	leading  bool
 	closed   bool
 	inflight sync.WaitGroup
+	// versions caches the stored version of recently saved instances
+	// (this process is the only writer of its folder), so that a save
+	// need not read it back from the tables.
+	vmu      sync.Mutex
+	versions map[Key]uint64
+	pending  map[Key]uint64 // the batch's new versions (by the leader)
+
 	nSaves   atomic.Uint64
 	nCommits atomic.Uint64
 }
@@ -69,6 +77,9 @@ type saveReq struct {
 	done    chan error    // its outcome
 	lead    chan struct{} // told to lead the next batch
 }
+
+// maxVersions bounds the versions cached (the cache starts over when full).
+const maxVersions = 1 << 16
 
 // maxBatch bounds the saves written in one transaction.
 const maxBatch = 256
@@ -102,7 +113,8 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		}
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
-	b := &Badger{db: db, log: log, stop: make(chan struct{}), retention: DefaultAuditRetention}
+	b := &Badger{db: db, log: log, stop: make(chan struct{}), retention: DefaultAuditRetention,
+		versions: map[Key]uint64{}, pending: map[Key]uint64{}}
 	if !o.NoSync {
 		if err := b.openWAL(filepath.Join(dir, "stategate.wal")); err != nil {
 			db.Close()
@@ -147,6 +159,7 @@ func (b *Badger) commit() {
 func (b *Badger) writeBatch(batch []*saveReq) {
 	for {
 		results := make([]error, len(batch))
+		clear(b.pending)
 		err := b.db.Update(func(txn *badger.Txn) error {
 			b.ops = b.ops[:0]
 			for i, r := range batch {
@@ -165,6 +178,14 @@ func (b *Badger) writeBatch(batch []*saveReq) {
 			b.writeBatch(batch[:len(batch)/2])
 			b.writeBatch(batch[len(batch)/2:])
 			return
+		}
+		if err == nil {
+			b.vmu.Lock()
+			if len(b.versions)+len(b.pending) > maxVersions {
+				clear(b.versions)
+			}
+			maps.Copy(b.versions, b.pending)
+			b.vmu.Unlock()
 		}
 		b.nCommits.Add(1)
 		b.nSaves.Add(uint64(len(batch)))
@@ -315,9 +336,19 @@ func (b *Badger) Save(ctx context.Context, k Key, rec Record, version uint64) (u
 // still at version) and its audit entry, dropping the entry that falls out
 // of the retention.
 func (b *Badger) put(txn *badger.Txn, k Key, rec Record, version uint64) error {
-	item, err := txn.Get(keyOf(k))
-	var cur uint64
+	cur, known := b.pending[k]
+	if !known {
+		b.vmu.Lock()
+		cur, known = b.versions[k]
+		b.vmu.Unlock()
+	}
+	var item *badger.Item
+	var err error
+	if !known {
+		item, err = txn.Get(keyOf(k))
+	}
 	switch {
+	case known:
 	case errors.Is(err, badger.ErrKeyNotFound):
 	case err != nil:
 		return err
@@ -342,6 +373,7 @@ func (b *Badger) put(txn *badger.Txn, k Key, rec Record, version uint64) error {
 	if err := b.set(txn, keyOf(k), val); err != nil {
 		return err
 	}
+	b.pending[k] = version + 1
 	if rec.Audit == nil {
 		return nil
 	}
@@ -432,8 +464,12 @@ func (b *Badger) logBatch() error {
 	return nil
 }
 
-// Delete removes an instance and its audit trail.
+// Delete removes an instance and its audit trail. It is for a store no
+// server writes to (the state command): saves under way may race it.
 func (b *Badger) Delete(ctx context.Context, k Key) error {
+	b.vmu.Lock()
+	delete(b.versions, k)
+	b.vmu.Unlock()
 	prefix := []byte(auditPrefix + k.Machine + "\x00" + k.Handle + "\x00")
 	err := b.db.Update(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
