@@ -98,7 +98,7 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		WithLogger(badgerLogger{log}).
 		WithNumMemtables(2).
 		WithMemTableSize(4 << 20).
-		WithBaseTableSize(2 << 20).
+		WithBaseTableSize(1 << 20).
 		WithNumLevelZeroTables(4).
 		WithNumLevelZeroTablesStall(8).
 		WithValueLogFileSize(64 << 20).
