@@ -317,7 +317,7 @@ func (g *Gate) dropSession(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for mid, h := range s.handles {
-		g.unview(s, instanceKey2(mid, h))
+		g.unview(s, instanceKeyOf(mid, h))
 	}
 }
 
@@ -333,11 +333,11 @@ func (g *Gate) useHandle(s *session, m *Machine, h string) bool {
 		return false
 	}
 	if had {
-		g.unview(s, instanceKey2(m.ID, old))
+		g.unview(s, instanceKeyOf(m.ID, old))
 	}
 	s.handles[m.ID] = h
 	if _, live := g.sessions[s.id]; live {
-		key := instanceKey2(m.ID, h)
+		key := instanceKeyOf(m.ID, h)
 		if g.viewers[key] == nil {
 			g.viewers[key] = map[*session]bool{}
 		}
@@ -522,8 +522,8 @@ func (g *Gate) current(ctx context.Context, m *Machine, handle string) (view, er
 	return g.view(in), nil
 }
 
-// refresh tells every session that sees one of the given instances, or
-// all sessions when keys is nil, that its tool list changed, when it did.
+// refresh tells the sessions that see an instance that their tool list
+// changed, when it did.
 func (g *Gate) refresh(ctx context.Context, m *Machine, handle string) {
 	for _, s := range g.sessionsSeeing(m, handle) {
 		g.refreshSession(ctx, s)
@@ -756,9 +756,9 @@ func (k *keyedMutex) lock(key string) func() {
 	}
 }
 
-func instanceKey(m *Machine, handle string) string { return instanceKey2(m.ID, handle) }
+func instanceKey(m *Machine, handle string) string { return instanceKeyOf(m.ID, handle) }
 
-func instanceKey2(machineID, handle string) string { return machineID + "\x00" + handle }
+func instanceKeyOf(machineID, handle string) string { return machineID + "\x00" + handle }
 
 func joinTools(names []string) string {
 	if len(names) == 0 {
