@@ -138,7 +138,7 @@ func (r *jsResolver) reducer(f *jsFn, initial any) interp.ActorLogic {
 			if err != nil {
 				return nil, err
 			}
-			return rt.fromJS(out), nil
+			return rt.keep(out), nil
 		},
 		Transition: func(self *interp.Actor, state any, ev interp.Event) (any, error) {
 			rt, err := r.mod.get()
@@ -150,7 +150,7 @@ func (r *jsResolver) reducer(f *jsFn, initial any) interp.ActorLogic {
 			if err != nil {
 				return nil, err
 			}
-			return rt.fromJS(out), nil
+			return rt.keep(out), nil
 		},
 	}
 }

@@ -841,6 +841,15 @@ func (s *selfObj) plain() map[string]any {
 	return m
 }
 
+// keep converts a value to Go and remembers the conversion, so that the
+// next step gives the runtime back the same JavaScript value (an actor's
+// state, which the next step passes to JavaScript again).
+func (rt *jsRuntime) keep(v goja.Value) any {
+	g := rt.fromJS(v)
+	rt.remember(g, v)
+	return g
+}
+
 // lazy keeps an object or array a step made as a JavaScript value until
 // the step ends; other values are converted at once.
 func (rt *jsRuntime) lazy(v goja.Value) any {
