@@ -31,26 +31,14 @@ type serveCmd struct {
 	Pprof     string        `hidden:"" placeholder:"ADDR" help:"Serve net/http/pprof at ADDR (loopback), for profiling."`
 	NoSync    bool          `help:"Answer calls before their state reaches the disk (faster; a crash may lose the last calls)."`
 	AuditKeep int           `default:"1000" help:"Audit entries kept per instance."`
-	Procs     int           `placeholder:"N" help:"Cores the server runs on (GOMAXPROCS); 0: half the machine's, at least one, unless GOMAXPROCS is set."`
-}
-
-// procs is the GOMAXPROCS of the server. A local MCP server shares its
-// machine with its client (and the agent behind it); its calls are short,
-// and handing a request from core to core costs more than it saves, so
-// by default it keeps to half the cores.
-func (c *serveCmd) procs() int {
-	if c.Procs > 0 {
-		return c.Procs
-	}
-	if os.Getenv("GOMAXPROCS") != "" {
-		return runtime.GOMAXPROCS(0)
-	}
-	return max(1, runtime.NumCPU()/2)
+	Procs     int           `placeholder:"N" help:"Cores the server runs on (GOMAXPROCS); 0: Go's default (all of them, or GOMAXPROCS)."`
 }
 
 func (c *serveCmd) Run(stdout io.Writer) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	runtime.GOMAXPROCS(c.procs())
+	if c.Procs > 0 {
+		runtime.GOMAXPROCS(c.Procs)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
