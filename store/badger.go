@@ -135,9 +135,8 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 	return b, nil
 }
 
-// commit writes the waiting saves, maxBatch at a time, in one
-// transaction each (one fsync), then hands the lead to the first save
-// that arrived meanwhile, if any.
+// commit writes the waiting saves (up to maxBatch) in one transaction and
+// one fsync, then hands the lead to the first save still waiting, if any.
 func (b *Badger) commit() {
 	b.mu.Lock()
 	n := min(len(b.queue), maxBatch)
