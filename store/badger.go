@@ -173,7 +173,7 @@ func (b *Badger) writeBatch(batch []*saveReq) {
 		if errors.Is(err, badger.ErrConflict) {
 			continue // another transaction wrote meanwhile: redo the batch
 		}
-		if errors.Is(err, badger.ErrTxnTooBig) && len(batch) > 1 {
+		if (errors.Is(err, badger.ErrTxnTooBig) || errors.Is(err, errWALTooBig)) && len(batch) > 1 {
 			b.writeBatch(batch[:len(batch)/2])
 			b.writeBatch(batch[len(batch)/2:])
 			return

@@ -22,6 +22,11 @@ import (
 // replay. A record holds a batch's writes as they were applied to Badger;
 // replaying them is idempotent. When the file is full, Badger is synced
 // and the generation moves on (the file starts over).
+//
+// A batch is logged before Badger commits it, so that a failed log write
+// leaves Badger as it was; if Badger's (in-memory) commit then fails, the
+// callers are told, and the batch would still be replayed after a crash
+// (a disk error, in practice: the server is the store's only writer).
 type wal struct {
 	f   *os.File
 	gen uint64
@@ -149,6 +154,10 @@ func (w *wal) crc(body []byte) uint32 {
 // caller syncs Badger and restarts the log.
 var errWALFull = errors.New("write-ahead log full")
 
+// errWALTooBig is returned by append for a batch larger than the whole
+// log: the caller splits it.
+var errWALTooBig = errors.New("batch larger than the write-ahead log")
+
 // append writes a batch and syncs it to the disk.
 func (w *wal) append(ops []walOp) error {
 	b := w.buf[:0]
@@ -168,7 +177,7 @@ func (w *wal) append(ops []walOp) error {
 	n := len(b) - 8
 	if w.off+int64(len(b)) > walSize {
 		if int64(len(b)) > walSize-headerSize {
-			return fmt.Errorf("a batch of %d bytes does not fit the write-ahead log", len(b))
+			return fmt.Errorf("%w: a batch of %d bytes", errWALTooBig, len(b))
 		}
 		return errWALFull
 	}

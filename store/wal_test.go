@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -166,4 +167,37 @@ func TestEncodeMatchesMarshal(t *testing.T) {
 	if _, err := encode(Record{Snapshot: []byte(`{`)}, 1); err == nil {
 		t.Error("a broken snapshot was encoded")
 	}
+}
+
+// TestBigBatchesAreSplit saves, at once, more than one transaction (and
+// more than the write-ahead log) can hold: every save succeeds.
+func TestBigBatchesAreSplit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes about 40 MB")
+	}
+	b, err := OpenBadger(t.TempDir(), BadgerOptions{GCInterval: -1, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	snap := []byte(`{"big":"` + strings.Repeat("x", 200<<10) + `"}`)
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := b.Save(context.Background(), Key{"m", strconv.Itoa(i)}, Record{Snapshot: snap}, 0)
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	saves, commits := b.Stats()
+	t.Logf("%d saves in %d commits", saves, commits)
 }
