@@ -9,14 +9,12 @@ import (
 	"testing"
 )
 
-// BenchmarkCall times the server's per-call path: a tools/call that moves
-// the invoice machine (submit, then request changes) through the HTTP
-// handler, as mcpload sends it, with the store, listing and the
-// list_changed notification of a real call; no socket.
-func BenchmarkCall(b *testing.B) {
+// benchSession starts an MCP session on the gate's HTTP handler, in
+// process, and returns a function that posts a message in it.
+func benchSession(b *testing.B) func(body string) *httptest.ResponseRecorder {
 	_, g := setup(b)
 	h := g.HTTPHandler()
-	defer h.Close()
+	b.Cleanup(h.Close)
 	post := func(session, body string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
@@ -32,14 +30,22 @@ func BenchmarkCall(b *testing.B) {
 		}
 		return w
 	}
-	w := post("", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
-	sid := w.Header().Get("Mcp-Session-Id")
+	sid := post("", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`).Header().Get("Mcp-Session-Id")
 	post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return func(body string) *httptest.ResponseRecorder { return post(sid, body) }
+}
+
+// BenchmarkCall times the server's per-call path: a tools/call that moves
+// the invoice machine (submit, then request changes) through the HTTP
+// handler, as mcpload sends it, with the store, listing and the
+// list_changed notification of a real call; no socket.
+func BenchmarkCall(b *testing.B) {
+	post := benchSession(b)
 	tools := []string{"invoice_submit", "invoice_request_changes"}
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		w := post(sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{"reason":"fix it"}}}`, i+1, tools[i%2]))
+		w := post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{"reason":"fix it"}}}`, i+1, tools[i%2]))
 		if bytes.Contains(w.Body.Bytes(), []byte(`"isError":true`)) {
 			b.Fatal(w.Body)
 		}
@@ -49,26 +55,9 @@ func BenchmarkCall(b *testing.B) {
 
 // BenchmarkList times a tools/list through the HTTP handler.
 func BenchmarkList(b *testing.B) {
-	_, g := setup(b)
-	h := g.HTTPHandler()
-	defer h.Close()
-	post := func(session, body string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		if session != "" {
-			req.Header.Set("Mcp-Session-Id", session)
-		}
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, req)
-		if w.Code != http.StatusOK && w.Code != http.StatusAccepted {
-			b.Fatalf("%s: %d %s", body, w.Code, w.Body)
-		}
-		return w
-	}
-	sid := post("", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`).Header().Get("Mcp-Session-Id")
-	post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	post := benchSession(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		post(sid, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+		post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
 	}
 }

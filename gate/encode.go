@@ -22,17 +22,7 @@ func (g *Gate) appendMessage(dst []byte, msg mcp.JSONRPCMessage) ([]byte, bool) 
 // appendToolList writes a tools/list response from the tools' encodings
 // made when they were registered.
 func (g *Gate) appendToolList(dst []byte, msg mcp.JSONRPCMessage) ([]byte, bool) {
-	resp, ok := msg.(mcp.JSONRPCResponse)
-	if !ok {
-		return dst, false
-	}
-	var res *mcp.ListToolsResult
-	switch r := resp.Result.(type) {
-	case *mcp.ListToolsResult:
-		res = r
-	case mcp.ListToolsResult:
-		res = &r
-	}
+	resp, res := resultOf[mcp.ListToolsResult](msg)
 	if res == nil || !reflect.ValueOf(res.PaginatedResult).IsZero() {
 		return dst, false
 	}
@@ -52,14 +42,11 @@ func (g *Gate) appendToolList(dst []byte, msg mcp.JSONRPCMessage) ([]byte, bool)
 		}
 	}
 	g.mu.RUnlock()
-	b, err := interp.AppendJSON(dst, resp.ID.Value())
-	if err != nil {
+	b, ok := appendHead(dst, resp.ID)
+	if !ok {
 		return dst, false
 	}
-	id := string(b[len(dst):])
-	b = append(dst, `{"jsonrpc":"2.0","id":`...)
-	b = append(b, id...)
-	b = append(b, `,"result":{"tools":[`...)
+	b = append(b, `{"tools":[`...)
 	for i, raw := range raws {
 		if i > 0 {
 			b = append(b, ',')
@@ -75,17 +62,7 @@ func (g *Gate) appendToolList(dst []byte, msg mcp.JSONRPCMessage) ([]byte, bool)
 // appended nothing, for any other message, which is then left to
 // encoding/json.
 func appendResult(dst []byte, msg mcp.JSONRPCMessage) ([]byte, bool) {
-	resp, ok := msg.(mcp.JSONRPCResponse)
-	if !ok {
-		return dst, false
-	}
-	var res *mcp.CallToolResult
-	switch r := resp.Result.(type) {
-	case *mcp.CallToolResult:
-		res = r
-	case mcp.CallToolResult:
-		res = &r
-	}
+	resp, res := resultOf[mcp.CallToolResult](msg)
 	if res == nil || !reflect.ValueOf(res.Result).IsZero() || !reflect.ValueOf(res.MultiRoundTripResult).IsZero() || res.StructuredContent != nil {
 		return dst, false
 	}
@@ -94,14 +71,11 @@ func appendResult(dst []byte, msg mcp.JSONRPCMessage) ([]byte, bool) {
 			return dst, false
 		}
 	}
-	b, err := interp.AppendJSON(dst, resp.ID.Value())
-	if err != nil {
+	b, ok := appendHead(dst, resp.ID)
+	if !ok {
 		return dst, false
 	}
-	id := string(b[len(dst):])
-	b = append(dst, `{"jsonrpc":"2.0","id":`...)
-	b = append(b, id...)
-	b = append(b, `,"result":{"content":[`...)
+	b = append(b, `{"content":[`...)
 	for i, c := range res.Content {
 		if i > 0 {
 			b = append(b, ',')
@@ -119,4 +93,31 @@ func appendResult(dst []byte, msg mcp.JSONRPCMessage) ([]byte, bool) {
 		b = append(b, res.RawStructuredContent...)
 	}
 	return append(b, "}}\n"...), true
+}
+
+// resultOf returns a response and its result, when the message is a
+// response whose result is a T (or *T); the result is nil otherwise.
+func resultOf[T any](msg mcp.JSONRPCMessage) (mcp.JSONRPCResponse, *T) {
+	resp, ok := msg.(mcp.JSONRPCResponse)
+	if !ok {
+		return resp, nil
+	}
+	switch r := resp.Result.(type) {
+	case *T:
+		return resp, r
+	case T:
+		return resp, &r
+	}
+	return resp, nil
+}
+
+// appendHead appends a response's start, up to its result:
+// {"jsonrpc":"2.0","id":ID,"result":
+func appendHead(dst []byte, id mcp.RequestId) ([]byte, bool) {
+	b := append(dst, `{"jsonrpc":"2.0","id":`...)
+	b, err := interp.AppendJSON(b, id.Value())
+	if err != nil {
+		return dst, false
+	}
+	return append(b, `,"result":`...), true
 }

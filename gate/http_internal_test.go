@@ -67,18 +67,7 @@ func TestAppendResultMatchesEncodingJSON(t *testing.T) {
 		if !handled {
 			t.Fatalf("%+v: not handled", msg)
 		}
-		slow, err := json.Marshal(msg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var a, b any
-		if err := json.Unmarshal(fast, &a); err != nil {
-			t.Fatalf("fast encoding %s: %v", fast, err)
-		}
-		_ = json.Unmarshal(slow, &b)
-		if !reflect.DeepEqual(a, b) {
-			t.Errorf("fast %s\n want %s", fast, slow)
-		}
+		sameAsEncodingJSON(t, fast, msg)
 	}
 	img := &mcp.CallToolResult{Content: []mcp.Content{mcp.NewImageContent("AAAA", "image/png")}}
 	for _, msg := range []mcp.JSONRPCMessage{
@@ -115,6 +104,18 @@ func TestAppendToolListMatchesEncodingJSON(t *testing.T) {
 	if !ok {
 		t.Fatal("not handled")
 	}
+	sameAsEncodingJSON(t, fast, msg)
+	// A tool the gate did not make is left to encoding/json.
+	other := mcp.NewJSONRPCResultResponse(mcp.NewRequestId(int64(5)), mcp.ListToolsResult{Tools: []mcp.Tool{mcp.NewTool("x")}})
+	if _, ok := g.appendMessage(nil, other); ok {
+		t.Error("a foreign tool was handled by the fast path")
+	}
+}
+
+// sameAsEncodingJSON checks that fast is the JSON encoding/json makes of
+// msg (the same values; key order and escapes may differ).
+func sameAsEncodingJSON(t *testing.T, fast []byte, msg any) {
+	t.Helper()
 	slow, err := json.Marshal(msg)
 	if err != nil {
 		t.Fatal(err)
@@ -126,10 +127,5 @@ func TestAppendToolListMatchesEncodingJSON(t *testing.T) {
 	_ = json.Unmarshal(slow, &b)
 	if !reflect.DeepEqual(a, b) {
 		t.Errorf("fast %s\n want %s", fast, slow)
-	}
-	// A tool the gate did not make is left to encoding/json.
-	other := mcp.NewJSONRPCResultResponse(mcp.NewRequestId(int64(5)), mcp.ListToolsResult{Tools: []mcp.Tool{mcp.NewTool("x")}})
-	if _, ok := g.appendMessage(nil, other); ok {
-		t.Error("a foreign tool was handled by the fast path")
 	}
 }
