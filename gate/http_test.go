@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // rawPost posts one JSON-RPC message as a client without an SDK would.
@@ -185,12 +186,24 @@ func TestHTTPTransport(t *testing.T) {
 		if ct := res.Header.Get("Content-Type"); ct != "application/json" {
 			t.Errorf("call with a GET stream: Content-Type %q, want application/json", ct)
 		}
-		sc := bufio.NewScanner(first.Body)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "notifications/tools/list_changed") {
-				return
+		got := make(chan bool, 1)
+		go func() {
+			sc := bufio.NewScanner(first.Body)
+			for sc.Scan() {
+				if strings.Contains(sc.Text(), "notifications/tools/list_changed") {
+					got <- true
+					return
+				}
 			}
+			got <- false
+		}()
+		select {
+		case ok := <-got:
+			if !ok {
+				t.Error("the GET stream ended without list_changed")
+			}
+		case <-time.After(5 * time.Second):
+			t.Error("no list_changed on the GET stream within 5 s")
 		}
-		t.Error("the GET stream ended without list_changed")
 	})
 }

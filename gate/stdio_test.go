@@ -59,11 +59,11 @@ func TestStdio(t *testing.T) {
 	if _, ok := tools["invoice_submit"]; !ok {
 		t.Fatalf("tools: %v", names(tools))
 	}
-	text, sc, isErr := mc.call("invoice_approve", nil)
+	text, _, isErr := mc.call("invoice_approve", nil)
 	if !isErr || !strings.HasPrefix(text, "FORBIDDEN") {
 		t.Fatalf("approve in draft: %v %q", isErr, text)
 	}
-	_, sc, isErr = mc.call("invoice_add_line", map[string]any{"description": "Consulting", "amount": 1200})
+	_, sc, isErr := mc.call("invoice_add_line", map[string]any{"description": "Consulting", "amount": 1200})
 	if isErr || sc["state"] != "draft" {
 		t.Fatalf("add line: %v %v", isErr, sc)
 	}
