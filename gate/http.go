@@ -24,12 +24,14 @@ import (
 // the protocol revisions that have sessions (2025-03-26 to 2025-11-25):
 // tool lists are per session.
 //
-// It is the transport, not the protocol: every JSON-RPC message goes to
-// mcp-go's MCPServer.HandleMessage. It is the gate's own rather than
-// mcp-go's StreamableHTTPServer because a call's answer is on the hot
-// path: a request is handled on the connection's goroutine, and its
-// result goes out in one write, with the notifications (list_changed)
-// that the call queued for its session ahead of it as server-sent events.
+// It is the transport, not the protocol: a JSON-RPC message goes to
+// mcp-go's MCPServer.HandleMessage, except the two the gate answers itself
+// (fastPath: tools/call and tools/list, which it would otherwise parse four
+// or five times over). It is the gate's own rather than mcp-go's
+// StreamableHTTPServer because a call's answer is on the hot path: a
+// request is handled on the connection's goroutine, and its result goes
+// out in one write, with the notifications (list_changed) that the call
+// queued for its session ahead of it as server-sent events.
 //
 //   - POST: one message. initialize starts a session and returns its id
 //     in Mcp-Session-Id; any other message needs a live session's id (400
@@ -43,9 +45,8 @@ import (
 //   - DELETE: ends the session.
 type httpTransport struct {
 	srv *server.MCPServer
-	// fast, when set, encodes the messages it knows faster than
-	// encoding/json (Gate.appendMessage).
-	fast     func([]byte, mcp.JSONRPCMessage) ([]byte, bool)
+	// fast, when set, answers and encodes the messages it knows itself.
+	fast     fastPath
 	log      *slog.Logger
 	versions []string
 
@@ -91,7 +92,18 @@ func (s *httpSession) NotificationChannel() chan<- mcp.JSONRPCNotification {
 
 func (s *httpSession) end() { s.endOnce.Do(func() { close(s.done) }) }
 
-func newHTTPTransport(srv *server.MCPServer, log *slog.Logger, fast func([]byte, mcp.JSONRPCMessage) ([]byte, bool)) *httpTransport {
+// fastPath is what the gate does itself, faster than mcp-go would.
+type fastPath interface {
+	// answer answers a request as mcp-go would; it reports false, having
+	// done nothing, for a request it leaves to mcp-go.
+	answer(ctx context.Context, req *rpcRequest) (mcp.JSONRPCMessage, bool)
+	// appendMessage appends a message's JSON as encoding/json would; it
+	// reports false, having appended nothing, for a message it leaves to
+	// encoding/json.
+	appendMessage(dst []byte, msg mcp.JSONRPCMessage) ([]byte, bool)
+}
+
+func newHTTPTransport(srv *server.MCPServer, log *slog.Logger, fast fastPath) *httpTransport {
 	t := &httpTransport{srv: srv, log: log, fast: fast, versions: mcp.LegacyProtocolVersions(), idle: sessionIdle,
 		sessions: map[string]*httpSession{}, stop: make(chan struct{})}
 	go t.sweeper()
@@ -143,10 +155,13 @@ func (t *httpTransport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// envelope is what the transport reads of a message to route it.
-type envelope struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
+// rpcRequest is a JSON-RPC message as the transport reads it, once: enough
+// to route it, and the parameters for the fast path.
+type rpcRequest struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params"`
 }
 
 func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
@@ -168,7 +183,7 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 		writeRPCError(w, http.StatusBadRequest, nil, mcp.INVALID_REQUEST, "JSON-RPC batches are not supported")
 		return
 	}
-	var env envelope
+	var env rpcRequest
 	if err := json.Unmarshal(body, &env); err != nil {
 		writeRPCError(w, http.StatusBadRequest, nil, mcp.PARSE_ERROR, "the body is not valid JSON")
 		return
@@ -191,7 +206,14 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	resp := t.srv.HandleMessage(ctx, body)
+	var resp mcp.JSONRPCMessage
+	answered := false
+	if t.fast != nil {
+		resp, answered = t.fast.answer(ctx, &env)
+	}
+	if !answered {
+		resp = t.srv.HandleMessage(ctx, body)
+	}
 	if resp == nil {
 		w.WriteHeader(http.StatusAccepted)
 		return
@@ -248,7 +270,7 @@ func (t *httpTransport) sseEvent(buf *bytes.Buffer, enc *json.Encoder, msg any) 
 // buf).
 func (t *httpTransport) encode(buf *bytes.Buffer, enc *json.Encoder, msg any) error {
 	if m, ok := msg.(mcp.JSONRPCMessage); ok && t.fast != nil {
-		if b, ok := t.fast(buf.AvailableBuffer(), m); ok {
+		if b, ok := t.fast.appendMessage(buf.AvailableBuffer(), m); ok {
 			buf.Write(b)
 			return nil
 		}

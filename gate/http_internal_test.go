@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"regexp"
 	"testing"
 	"time"
 
@@ -127,5 +128,77 @@ func sameAsEncodingJSON(t *testing.T, fast []byte, msg any) {
 	_ = json.Unmarshal(slow, &b)
 	if !reflect.DeepEqual(a, b) {
 		t.Errorf("fast %s\n want %s", fast, slow)
+	}
+}
+
+// TestFastPathAnswersAsMCPGo sends the same messages to two gates, one
+// through the fast path (answer, falling back to mcp-go) and one through
+// mcp-go's HandleMessage alone, and checks that every answer is the same:
+// calls that move, calls refused, malformed arguments, handles, and the
+// requests the fast path leaves to mcp-go.
+func TestFastPathAnswersAsMCPGo(t *testing.T) {
+	auditTime := regexp.MustCompile(`"time":"[^"]*",`)
+	msgs := []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":"a","method":"tools/list","params":{}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"invoice_approve","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"invoice_submit"}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/list","params":null}`,
+		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"invoice_request_changes","arguments":{"reason":"fix it"}}}`,
+		`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"invoice_submit","arguments":[1,2]}}`,
+		`{"jsonrpc":"2.0","id":7.5,"method":"tools/call","params":{"name":"invoice_status","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"payment_authorize","arguments":{"amount":"x"}}}`,
+		`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"no_such_tool","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"invoice_submit","arguments":{},"_meta":{"progressToken":"p"}}}`,
+		`{"jsonrpc":"2.0","id":11,"method":"tools/list","params":{"cursor":"zz"}}`,
+		`{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"invoice_submit","arguments":"text"}}`,
+		`{"jsonrpc":"2.0","id":13,"method":"tools/call","params":"nonsense"}`,
+		`{"jsonrpc":"1.0","id":14,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":15,"method":"ping"}`,
+	}
+	type side struct {
+		g   *Gate
+		ctx context.Context
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	newSide := func() side {
+		g := New(Options{Logger: log})
+		ms, errs := LoadDir(&xstate.Loader{}, "../machines", "", log)
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		if err := g.SetMachines(ms); err != nil {
+			t.Fatal(err)
+		}
+		s := &httpSession{id: "s1", notes: make(chan mcp.JSONRPCNotification, 64), done: make(chan struct{})}
+		if err := g.srv.RegisterSession(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+		return side{g, g.srv.WithContext(context.Background(), s)}
+	}
+	fast, slow := newSide(), newSide()
+	answered := 0
+	for _, m := range msgs {
+		var req rpcRequest
+		if err := json.Unmarshal([]byte(m), &req); err != nil {
+			t.Fatal(err)
+		}
+		got, ok := fast.g.answer(fast.ctx, &req)
+		if ok {
+			answered++
+		} else {
+			got = fast.g.srv.HandleMessage(fast.ctx, []byte(m))
+		}
+		want := slow.g.srv.HandleMessage(slow.ctx, []byte(m))
+		gj, _ := json.Marshal(got)
+		wj, _ := json.Marshal(want)
+		// The audit's times differ, nothing else may.
+		gj, wj = auditTime.ReplaceAll(gj, nil), auditTime.ReplaceAll(wj, nil)
+		if string(gj) != string(wj) {
+			t.Errorf("%s\n fast path: %s\n    mcp-go: %s", m, gj, wj)
+		}
+	}
+	if answered < 8 {
+		t.Errorf("the fast path answered %d of %d messages; want at least 8", answered, len(msgs))
 	}
 }

@@ -59,7 +59,7 @@ func (g *Gate) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) erro
 // session; requests from a foreign Origin are refused. Close it when the
 // HTTP server shuts down, so that its streams end.
 func (g *Gate) HTTPHandler() *HTTPHandler {
-	t := newHTTPTransport(g.srv, g.log, g.appendMessage)
+	t := newHTTPTransport(g.srv, g.log, g)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", t)
 	return &HTTPHandler{h: originGuard(mux), t: t}

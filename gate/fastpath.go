@@ -1,0 +1,86 @@
+package gate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// fastParams are the parameters of a tools/call or tools/list request as
+// the fast path reads them. The fields it does not handle itself (_meta,
+// tasks, multi-round trips, cursors) send the request to mcp-go instead.
+type fastParams struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+
+	Meta           json.RawMessage `json:"_meta"`
+	Task           json.RawMessage `json:"task"`
+	InputResponses json.RawMessage `json:"inputResponses"`
+	RequestState   json.RawMessage `json:"requestState"`
+	Cursor         json.RawMessage `json:"cursor"`
+}
+
+func (p *fastParams) plain() bool {
+	return len(p.Meta) == 0 && len(p.Task) == 0 && len(p.InputResponses) == 0 && len(p.RequestState) == 0 && len(p.Cursor) == 0
+}
+
+// answer answers the requests a session makes most, tools/call of a
+// served tool and tools/list, as mcp-go's HandleMessage would (the same
+// handler, the same result, the same panic recovery), reading the message
+// once instead of four or five times (httpTransport's fastPath). Anything
+// else, or anything unusual in these (a _meta, a task, a cursor, an
+// unknown tool, parameters that do not parse), is left to mcp-go, which
+// answers it or explains the error.
+func (g *Gate) answer(ctx context.Context, req *rpcRequest) (mcp.JSONRPCMessage, bool) {
+	if req.JSONRPC != mcp.JSONRPC_VERSION || (req.Method != string(mcp.MethodToolsCall) && req.Method != string(mcp.MethodToolsList)) {
+		return nil, false
+	}
+	var p fastParams
+	if len(req.Params) > 0 && string(req.Params) != "null" {
+		if err := json.Unmarshal(req.Params, &p); err != nil || !p.plain() {
+			return nil, false
+		}
+	}
+	var id any
+	if err := json.Unmarshal(req.ID, &id); err != nil {
+		return nil, false
+	}
+	switch mcp.MCPMethod(req.Method) {
+	case mcp.MethodToolsList:
+		if p.Name != "" || len(p.Arguments) > 0 {
+			return nil, false
+		}
+		res := &mcp.ListToolsResult{Tools: g.listFor(ctx, g.sessionOf(ctx))}
+		return mcp.NewJSONRPCResultResponse(mcp.NewRequestId(id), res), true
+	}
+	if _, served := g.lookup(p.Name); !served {
+		return nil, false
+	}
+	call := mcp.CallToolRequest{}
+	call.Method = req.Method
+	call.Params.Name = p.Name
+	if len(p.Arguments) > 0 {
+		call.Params.RawArguments = p.Arguments
+		if err := json.Unmarshal(p.Arguments, &call.Params.Arguments); err != nil {
+			return nil, false
+		}
+	}
+	res, err := g.handleRecovered(ctx, call)
+	if err != nil {
+		return mcp.NewJSONRPCError(mcp.NewRequestId(id), mcp.INTERNAL_ERROR, err.Error(), nil), true
+	}
+	return mcp.NewJSONRPCResultResponse(mcp.NewRequestId(id), res), true
+}
+
+// handleRecovered is handle with mcp-go's WithRecovery around it: a panic
+// becomes the call's error.
+func (g *Gate) handleRecovered(ctx context.Context, req mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, fmt.Errorf("panic recovered in %s tool handler: %v", req.Params.Name, r)
+		}
+	}()
+	return g.handle(ctx, req)
+}
