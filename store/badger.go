@@ -53,6 +53,7 @@ type Badger struct {
 	queue    []*saveReq
 	leading  bool
 	closed   bool
+	failed   error // set when the disk failed: every save fails
 	inflight sync.WaitGroup
 	// versions caches the stored version of recently saved instances
 	// (this process is the only writer of its folder), so that a save
@@ -159,7 +160,7 @@ func (b *Badger) writeBatch(batch []*saveReq) {
 	for {
 		results := make([]error, len(batch))
 		clear(b.pending)
-		err := b.db.Update(func(txn *badger.Txn) error {
+		err := b.update(func(txn *badger.Txn) error {
 			b.ops = b.ops[:0]
 			for i, r := range batch {
 				results[i] = b.put(txn, r.k, r.rec, r.version)
@@ -167,8 +168,7 @@ func (b *Badger) writeBatch(batch []*saveReq) {
 					return results[i]
 				}
 			}
-			// The batch is durable before Badger commits it (in memory).
-			return b.logBatch()
+			return nil
 		})
 		if errors.Is(err, badger.ErrConflict) {
 			continue // another transaction wrote meanwhile: redo the batch
@@ -309,6 +309,10 @@ func (b *Badger) Save(ctx context.Context, k Key, rec Record, version uint64) (u
 		b.mu.Unlock()
 		return 0, errors.New("store closed")
 	}
+	if b.failed != nil {
+		b.mu.Unlock()
+		return 0, b.failed
+	}
 	b.inflight.Add(1)
 	defer b.inflight.Done()
 	b.queue = append(b.queue, r)
@@ -446,15 +450,47 @@ func (b *Badger) syncAndRestart(w *wal) error {
 	return w.restart(w.gen + 1)
 }
 
-// logBatch makes the batch's writes durable in the write-ahead log.
-func (b *Badger) logBatch() error {
-	if b.wal == nil || len(b.ops) == 0 {
-		return nil
+// update runs fn in a read-write transaction and commits it. With a
+// write-ahead log, the writes fn made (b.ops) are written to the log
+// first, and the log's sync to the disk runs while Badger commits (see
+// wal): a save costs one fdatasync, not an fdatasync and then a commit.
+func (b *Badger) update(fn func(*badger.Txn) error) error {
+	txn := b.db.NewTransaction(true)
+	defer txn.Discard()
+	if err := fn(txn); err != nil {
+		return err
 	}
-	err := b.wal.append(b.ops)
+	if b.wal == nil || len(b.ops) == 0 {
+		return txn.Commit()
+	}
+	if err := b.logBatch(); err != nil {
+		return err
+	}
+	committed := make(chan error, 1)
+	txn.CommitWith(func(err error) { committed <- err })
+	syncErr := b.wal.sync()
+	err := <-committed
+	if syncErr != nil {
+		b.mu.Lock()
+		b.failed = fmt.Errorf("%w: the write-ahead log could not be synced: %v", ErrDiskFailed, syncErr)
+		b.mu.Unlock()
+		b.log.Error("store: the disk failed; every save is refused until the server restarts", "err", syncErr)
+		return b.failed
+	}
+	return err
+}
+
+// ErrDiskFailed is returned by every save after the disk failed to make
+// one durable; the store must be opened again (its log is replayed).
+var ErrDiskFailed = errors.New("the store's disk failed")
+
+// logBatch writes the batch's writes to the write-ahead log, without
+// waiting for the disk.
+func (b *Badger) logBatch() error {
+	err := b.wal.write(b.ops)
 	if errors.Is(err, errWALFull) {
 		if err = b.syncAndRestart(b.wal); err == nil {
-			err = b.wal.append(b.ops)
+			err = b.wal.write(b.ops)
 		}
 	}
 	if err != nil {

@@ -23,15 +23,23 @@ import (
 // replaying them is idempotent. When the file is full, Badger is synced
 // and the generation moves on (the file starts over).
 //
-// A batch is logged before Badger commits it, so that a failed log write
-// leaves Badger as it was; if Badger's (in-memory) commit then fails, the
-// callers are told, and the batch would still be replayed after a crash
-// (a disk error, in practice: the server is the store's only writer).
+// A batch is written to the log before Badger commits it, so that a
+// failed log write leaves Badger as it was; the log's sync to the disk
+// then runs while Badger commits in memory, and the saves return when
+// both are done. If Badger's commit fails, the callers are told, and the
+// batch would still be replayed after a crash (a disk error, in practice:
+// the server is the store's only writer). If the sync fails, the batch is
+// in Badger but perhaps not on the disk: the callers are told, and the
+// store refuses every later save (Linux may have dropped the unwritten
+// pages; only a restart, which replays what the log really holds, tells
+// what was kept).
 type wal struct {
 	f   *os.File
 	gen uint64
 	off int64
 	buf []byte
+	// fdatasync syncs f's data (a test makes it fail).
+	fdatasync func(*os.File) error
 }
 
 const (
@@ -55,7 +63,7 @@ func openWAL(path string) (*wal, [][]walOp, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	w := &wal{f: f}
+	w := &wal{f: f, fdatasync: fdatasync}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
@@ -105,7 +113,7 @@ func (w *wal) restart(gen uint64) error {
 	if _, err := w.f.WriteAt(head, 0); err != nil {
 		return err
 	}
-	if err := fdatasync(w.f); err != nil {
+	if err := w.fdatasync(w.f); err != nil {
 		return err
 	}
 	w.gen, w.off = gen, headerSize
@@ -160,6 +168,17 @@ var errWALTooBig = errors.New("batch larger than the write-ahead log")
 
 // append writes a batch and syncs it to the disk.
 func (w *wal) append(ops []walOp) error {
+	if err := w.write(ops); err != nil {
+		return err
+	}
+	return w.sync()
+}
+
+// sync makes what write wrote durable.
+func (w *wal) sync() error { return w.fdatasync(w.f) }
+
+// write writes a batch after the last one, without waiting for the disk.
+func (w *wal) write(ops []walOp) error {
 	b := w.buf[:0]
 	b = append(b, make([]byte, 8)...)
 	for _, op := range ops {
@@ -184,9 +203,6 @@ func (w *wal) append(ops []walOp) error {
 	binary.LittleEndian.PutUint32(b[:4], uint32(n))
 	binary.LittleEndian.PutUint32(b[4:8], w.crc(b[8:]))
 	if _, err := w.f.WriteAt(b, w.off); err != nil {
-		return err
-	}
-	if err := fdatasync(w.f); err != nil {
 		return err
 	}
 	w.off += int64(len(b))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -200,4 +201,30 @@ func TestBigBatchesAreSplit(t *testing.T) {
 	}
 	saves, commits := b.Stats()
 	t.Logf("%d saves in %d commits", saves, commits)
+}
+
+// TestFailedSyncStopsSaves checks that a save whose log sync fails is an
+// error, and that the store then refuses every save (ErrDiskFailed)
+// instead of answering for writes the disk may not hold.
+func TestFailedSyncStopsSaves(t *testing.T) {
+	b, err := OpenBadger(t.TempDir(), BadgerOptions{GCInterval: -1, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	k := Key{"invoice", "7"}
+	v, err := b.Save(ctx, k, Record{Snapshot: []byte(`{"n":1}`)}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ioErr := errors.New("input/output error")
+	b.wal.fdatasync = func(*os.File) error { return ioErr }
+	if _, err := b.Save(ctx, k, Record{Snapshot: []byte(`{"n":2}`)}, v); !errors.Is(err, ErrDiskFailed) || !strings.Contains(err.Error(), ioErr.Error()) {
+		t.Fatalf("save with a failing sync: %v; want ErrDiskFailed naming the cause", err)
+	}
+	b.wal.fdatasync = fdatasync
+	if _, err := b.Save(ctx, Key{"invoice", "8"}, Record{Snapshot: []byte(`{"n":1}`)}, 0); !errors.Is(err, ErrDiskFailed) {
+		t.Fatalf("a later save: %v; want ErrDiskFailed", err)
+	}
 }
