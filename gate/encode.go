@@ -13,10 +13,27 @@ import (
 // encoding; it reports false, having appended nothing, for any other
 // message, which is then left to encoding/json.
 func (g *Gate) appendMessage(dst []byte, msg mcp.JSONRPCMessage) ([]byte, bool) {
+	if n, ok := msg.(mcp.JSONRPCNotification); ok {
+		return appendNotification(dst, n)
+	}
 	if b, ok := appendResult(dst, msg); ok {
 		return b, true
 	}
 	return g.appendToolList(dst, msg)
+}
+
+// appendNotification appends a notification without parameters (the
+// gate's list_changed).
+func appendNotification(dst []byte, n mcp.JSONRPCNotification) ([]byte, bool) {
+	if n.JSONRPC != mcp.JSONRPC_VERSION || n.Params.Meta != nil || len(n.Params.AdditionalFields) > 0 {
+		return dst, false
+	}
+	b := append(dst, `{"jsonrpc":"2.0","method":`...)
+	b, err := interp.AppendJSON(b, n.Method)
+	if err != nil {
+		return dst, false
+	}
+	return append(b, "}\n"...), true
 }
 
 // appendToolList writes a tools/list response from the tools' encodings

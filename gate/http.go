@@ -12,6 +12,7 @@ import (
 	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,8 @@ type httpTransport struct {
 	// GET stream) before it is ended: clients that vanish without DELETE
 	// leave nothing behind.
 	idle time.Duration
+
+	bufs sync.Pool // of *bytes.Buffer, for answers
 
 	mu       sync.Mutex
 	sessions map[string]*httpSession
@@ -237,27 +240,46 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+	buf := t.buffer()
+	defer t.bufs.Put(buf)
+	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
+	h := w.Header()
 	if len(pending) == 0 {
-		if err := t.encode(&buf, enc, resp); err != nil {
+		if err := t.encode(buf, enc, resp); err != nil {
 			t.log.Error("cannot encode a response", "err", err)
 			writeRPCError(w, http.StatusInternalServerError, env.ID, mcp.INTERNAL_ERROR, "cannot encode the response")
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(buf.Bytes())
-		return
+		h.Set("Content-Type", "application/json")
+	} else {
+		for _, n := range pending {
+			t.sseEvent(buf, enc, n)
+		}
+		t.sseEvent(buf, enc, resp)
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
 	}
-	for _, n := range pending {
-		t.sseEvent(&buf, enc, n)
-	}
-	t.sseEvent(&buf, enc, resp)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
+	// With its length known, the answer is not chunked, however long.
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
 	_, _ = w.Write(buf.Bytes())
 }
+
+// buffer returns an empty buffer for an answer, from the transport's pool
+// (give it back with t.bufs.Put).
+func (t *httpTransport) buffer() *bytes.Buffer {
+	if b, ok := t.bufs.Get().(*bytes.Buffer); ok {
+		if b.Cap() <= maxPooled {
+			b.Reset()
+			return b
+		}
+	}
+	return new(bytes.Buffer)
+}
+
+// maxPooled bounds the buffers kept for reuse: a rare huge answer does not
+// pin its memory.
+const maxPooled = 64 << 10
 
 // sseEvent appends one server-sent event carrying a JSON-RPC message.
 func (t *httpTransport) sseEvent(buf *bytes.Buffer, enc *json.Encoder, msg any) {

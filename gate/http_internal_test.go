@@ -202,3 +202,18 @@ func TestFastPathAnswersAsMCPGo(t *testing.T) {
 		t.Errorf("the fast path answered %d of %d messages; want at least 8", answered, len(msgs))
 	}
 }
+
+// TestAppendNotificationMatchesEncodingJSON checks the fast encoding of
+// list_changed, and that a notification with parameters is left alone.
+func TestAppendNotificationMatchesEncodingJSON(t *testing.T) {
+	n := mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION, Notification: mcp.Notification{Method: "notifications/tools/list_changed"}}
+	fast, ok := appendNotification(nil, n)
+	slow, _ := json.Marshal(n)
+	if !ok || string(fast) != string(slow)+"\n" {
+		t.Errorf("fast %q (handled %v), want %q", fast, ok, slow)
+	}
+	n.Params.AdditionalFields = map[string]any{"level": "info"}
+	if out, ok := appendNotification(nil, n); ok || len(out) > 0 {
+		t.Errorf("a notification with parameters was handled: %s", out)
+	}
+}
