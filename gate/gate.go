@@ -645,7 +645,7 @@ func (g *Gate) forget(key string) {
 // save stores an instance's new snapshot if nobody changed it since it was
 // loaded, and returns the stored instance.
 func (g *Gate) save(ctx context.Context, in *instance, snap *interp.Snapshot, timers []store.Timer, audit *store.AuditEntry) (*instance, error) {
-	data, err := json.Marshal(snap)
+	data, err := snap.MarshalJSON() // as json.Marshal writes it, without its second pass
 	if err != nil {
 		return nil, err
 	}
