@@ -241,7 +241,7 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	buf := t.buffer()
-	defer t.bufs.Put(buf)
+	defer t.release(buf)
 	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
 	h := w.Header()
@@ -266,15 +266,20 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 }
 
 // buffer returns an empty buffer for an answer, from the transport's pool
-// (give it back with t.bufs.Put).
+// (give it back with release).
 func (t *httpTransport) buffer() *bytes.Buffer {
 	if b, ok := t.bufs.Get().(*bytes.Buffer); ok {
-		if b.Cap() <= maxPooled {
-			b.Reset()
-			return b
-		}
+		b.Reset()
+		return b
 	}
 	return new(bytes.Buffer)
+}
+
+// release gives a buffer back to the pool, unless it grew too big to keep.
+func (t *httpTransport) release(b *bytes.Buffer) {
+	if b.Cap() <= maxPooled {
+		t.bufs.Put(b)
+	}
 }
 
 // maxPooled bounds the buffers kept for reuse: a rare huge answer does not
