@@ -29,8 +29,9 @@ type CallbackLogic struct {
 }
 
 // TransitionLogic is XState's fromTransition: a reducer over a context.
+// Initial gets the actor it makes the state of.
 type TransitionLogic struct {
-	Initial    func(input any) (any, error)
+	Initial    func(self *Actor, input any) (any, error)
 	Transition func(self *Actor, state any, ev Event) (any, error)
 }
 

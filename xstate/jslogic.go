@@ -7,17 +7,35 @@ import (
 )
 
 // The actor logics of fromPromise, fromCallback and fromTransition. Their
-// code runs outside the parent's steps, in a runtime of their own from the
-// module's pool.
+// code runs in the runtime their parent (or an ancestor) holds for the step
+// that starts them or sends them events, when there is one, so that values
+// cross without conversion; else in a runtime from the module's pool.
+
+// logicRuntime returns the runtime for the code of a child's logic, and
+// what gives it back when done.
+func (r *jsResolver) logicRuntime(self *interp.Actor) (*jsRuntime, func(), error) {
+	if self != nil {
+		if rt, ok := self.HeldRuntime(r.mod).(*jsRuntime); ok {
+			return rt, noRelease, nil
+		}
+	}
+	rt, err := r.mod.get()
+	if err != nil {
+		return nil, nil, err
+	}
+	return rt, rt.release, nil
+}
+
+func noRelease() {}
 
 func (r *jsResolver) promise(f *jsFn) interp.ActorLogic {
 	label := fnLabel("promise actor", f, "")
 	return &interp.PromiseLogic{Start: func(self *interp.Actor, input any, settle func(any, error)) error {
-		rt, err := r.mod.get()
+		rt, release, err := r.logicRuntime(self)
 		if err != nil {
 			return err
 		}
-		defer r.mod.put(rt)
+		defer release()
 		out, err := rt.callFn(f, label, rt.logicArgs(input, self))
 		if err != nil {
 			return err
@@ -122,16 +140,16 @@ func (r *jsResolver) callback(f *jsFn) interp.ActorLogic {
 func (r *jsResolver) reducer(f *jsFn, initial any) interp.ActorLogic {
 	label := fnLabel("transition actor", f, "")
 	return &interp.TransitionLogic{
-		Initial: func(input any) (any, error) {
+		Initial: func(self *interp.Actor, input any) (any, error) {
 			fn, isFn := initial.(*jsFn)
 			if !isFn {
 				return plain(initial), nil
 			}
-			rt, err := r.mod.get()
+			rt, release, err := r.logicRuntime(self)
 			if err != nil {
 				return nil, err
 			}
-			defer r.mod.put(rt)
+			defer release()
 			args := rt.vm.NewObject()
 			_ = args.Set("input", rt.toJS(input))
 			out, err := rt.callFn(fn, label+" initial state", args)
@@ -141,11 +159,11 @@ func (r *jsResolver) reducer(f *jsFn, initial any) interp.ActorLogic {
 			return rt.keep(out), nil
 		},
 		Transition: func(self *interp.Actor, state any, ev interp.Event) (any, error) {
-			rt, err := r.mod.get()
+			rt, release, err := r.logicRuntime(self)
 			if err != nil {
 				return nil, err
 			}
-			defer r.mod.put(rt)
+			defer release()
 			out, err := rt.callFn(f, label, rt.toJS(state), rt.toJS(ev))
 			if err != nil {
 				return nil, err
