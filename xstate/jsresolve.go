@@ -365,11 +365,14 @@ func (r *jsResolver) enqueue(f *jsFn, label string) interp.Action {
 		if err != nil {
 			return nil, err
 		}
-		var queued []queuedAction
+		// The actions of this call go after those of the calls around it
+		// in the runtime's queue (enqueueActions may nest).
+		start := len(rt.queue)
+		defer func() { clear(rt.queue[start:]); rt.queue = rt.queue[:start] }()
 		var failed error
-		prevQueue, prevCheck := rt.queued, rt.checkFn
-		defer func() { rt.queued, rt.checkFn = prevQueue, prevCheck }()
-		rt.queued = &queued
+		prevOpen, prevCheck := rt.queueOpen, rt.checkFn
+		defer func() { rt.queueOpen, rt.checkFn = prevOpen, prevCheck }()
+		rt.queueOpen = true
 		rt.checkFn = func(gv goja.Value) (bool, error) {
 			g, err := r.checked(rt, gv)
 			if err == nil {
@@ -390,12 +393,19 @@ func (r *jsResolver) enqueue(f *jsFn, label string) interp.Action {
 			}
 			return nil, err
 		}
-		w := &walker{rt: rt, direct: true}
+		rt.queueOpen = prevOpen
+		queued := rt.queue[start:]
+		var w *walker
 		actions := make([]interp.Action, 0, len(queued))
 		for _, q := range queued {
-			act, err := r.queuedAction(rt, w, q)
-			if err != nil {
-				return nil, err
+			act := quickQueued(rt, q)
+			if act == nil {
+				if w == nil {
+					w = &walker{rt: rt, direct: true}
+				}
+				if act, err = r.queuedAction(w, q); err != nil {
+					return nil, err
+				}
 			}
 			actions = append(actions, act)
 		}
@@ -406,7 +416,7 @@ func (r *jsResolver) enqueue(f *jsFn, label string) interp.Action {
 // checked converts the argument of check(): a guard's name, or a guard.
 func (r *jsResolver) checked(rt *jsRuntime, gv goja.Value) (interp.Guard, error) {
 	if goja.IsString(gv) {
-		return &interp.NamedGuard{Type: gv.String()}, nil
+		return rt.namedGuard(gv.String()), nil
 	}
 	if g := namedGuardJS(rt, gv); g != nil {
 		return g, nil
@@ -421,6 +431,20 @@ func (r *jsResolver) checked(rt *jsRuntime, gv goja.Value) (interp.Guard, error)
 		return nil, errOr(err, errors.New("check(): not a guard"))
 	}
 	return g, nil
+}
+
+// namedGuard returns the guard check() makes of a guard's name, made once
+// per name (guards are not changed).
+func (rt *jsRuntime) namedGuard(name string) *interp.NamedGuard {
+	if g, ok := rt.guards[name]; ok {
+		return g
+	}
+	g := &interp.NamedGuard{Type: name}
+	if rt.guards == nil || len(rt.guards) >= maxIDs {
+		rt.guards = map[string]*interp.NamedGuard{}
+	}
+	rt.guards[name] = g
+	return g
 }
 
 // namedGuardJS converts {type, params} with static params directly, or
@@ -582,10 +606,7 @@ var creatorFields = map[string][]string{
 
 // queuedAction converts an enqueued action, building the description of
 // enqueue.assign(...) and the like in Go rather than in the runtime.
-func (r *jsResolver) queuedAction(rt *jsRuntime, w *walker, q queuedAction) (interp.Action, error) {
-	if act := quickQueued(rt, q); act != nil {
-		return act, nil
-	}
+func (r *jsResolver) queuedAction(w *walker, q queuedAction) (interp.Action, error) {
 	if q.kind == "" {
 		v, err := w.walk(q.args[0], 0)
 		if err != nil {
@@ -653,14 +674,36 @@ func quickQueued(rt *jsRuntime, q queuedAction) interp.Action {
 	case "assign":
 		return rt.assignment(o)
 	case "emit":
-		return &interp.EmitAction{Event: interp.Static(rt.fromJS(o))}
+		if ev, ok := rt.eventOf(o); ok {
+			return &interp.EmitAction{Event: interp.Static(ev)}
+		}
 	case "raise":
 		if len(q.args) > 1 && !goja.IsUndefined(q.args[1]) {
 			return nil // options
 		}
-		return &interp.RaiseAction{Event: interp.Static(rt.fromJS(o))}
+		if ev, ok := rt.eventOf(o); ok {
+			return &interp.RaiseAction{Event: interp.Static(ev)}
+		}
 	}
 	return nil
+}
+
+// eventOf converts an event object to an Event, or reports false when it
+// has no string type.
+func (rt *jsRuntime) eventOf(o *goja.Object) (interp.Event, bool) {
+	m, ok := rt.fromJS(o).(map[string]any) // a map of its own
+	if !ok {
+		return interp.Event{}, false
+	}
+	t, ok := m["type"].(string)
+	if !ok {
+		return interp.Event{}, false
+	}
+	delete(m, "type")
+	if len(m) == 0 {
+		m = nil
+	}
+	return interp.Event{Type: t, Data: m}, true
 }
 
 // plainObject returns v if it is an ordinary object: not a function, an
@@ -679,32 +722,26 @@ func plainObject(v goja.Value) *goja.Object {
 	return o
 }
 
-// assignment makes assign(o) for an object o: its functions are called
-// when the action runs, its other values are converted now.
+// assignment makes assign(o) for an object o. As XState's assign, it reads
+// o when the action runs: its functions are called with the action's
+// ({context, event, ...}, params), its other values are taken as they are.
 func (rt *jsRuntime) assignment(o *goja.Object) interp.Action {
-	keys := jsKeyOrder(o.Keys())
-	fns := make([]*jsFn, 0, len(keys))
-	static := make([]any, 0, len(keys))
-	n := 0
-	for _, k := range keys {
-		v := o.Get(k)
-		if v == nil || goja.IsUndefined(v) {
-			continue
-		}
-		var f *jsFn
-		var x any
-		if fo, ok := v.(*goja.Object); ok {
-			if _, isFn := goja.AssertFunction(fo); isFn {
-				f = &jsFn{direct: fo}
+	return &interp.AssignAction{Fn: func(a interp.Args, params any) (map[string]any, error) {
+		keys := jsKeyOrder(o.Keys())
+		out := make(map[string]any, len(keys))
+		for _, k := range keys {
+			v := o.Get(k)
+			if v == nil || goja.IsUndefined(v) {
+				continue
 			}
+			if f, isFn := goja.AssertFunction(v); isFn {
+				var err error
+				if v, err = rt.invoke(f, "assign of '"+k+"'", []goja.Value{rt.callArgs(a), rt.paramsJS(params)}); err != nil {
+					return nil, err
+				}
+			}
+			out[k] = rt.lazy(v)
 		}
-		if f == nil {
-			x = rt.fromJS(v)
-		}
-		keys[n] = k
-		n++
-		fns = append(fns, f)
-		static = append(static, x)
-	}
-	return assignProps(keys[:n], fns, static, "assign")
+		return out, nil
+	}}
 }

@@ -68,8 +68,15 @@ type jsRuntime struct {
 	// the call in progress.
 	enqueue *goja.Object
 	check   goja.Value
-	queued  *[]queuedAction
+	// queue holds the actions enqueued by the enqueueActions calls in
+	// progress, innermost last; queueOpen is set while one runs.
+	queue     []queuedAction
+	queueOpen bool
+	// qargs backs the arguments of queued actions.
+	qargs   []goja.Value
 	checkFn func(goja.Value) (bool, error)
+	// guards are the guards check() made of names.
+	guards map[string]*interp.NamedGuard
 	// ids maps Go maps and slices (contexts are never changed in place)
 	// to the JavaScript values they were converted from or to, so that a
 	// value crosses between Go and this runtime once.
@@ -544,7 +551,7 @@ func (rt *jsRuntime) fromJSDepth(v goja.Value, depth int) any {
 	}
 	o, isObj := v.(*goja.Object)
 	if !isObj {
-		return normalize(v.Export())
+		return primitive(v)
 	}
 	if _, isFn := goja.AssertFunction(o); isFn {
 		return nil
@@ -581,6 +588,19 @@ func (rt *jsRuntime) fromJSDepth(v goja.Value, depth int) any {
 		m[k] = rt.fromJSDepth(e, depth+1)
 	}
 	return m
+}
+
+// primitive converts a value that is not an object as normalize(Export())
+// does, a number without the int64 Export makes of it.
+func primitive(v goja.Value) any {
+	if goja.IsNumber(v) {
+		f := v.ToFloat()
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil
+		}
+		return f
+	}
+	return normalize(v.Export())
 }
 
 // normalize turns what goja's Export gives into JSON-like values, as
@@ -891,9 +911,16 @@ func (rt *jsRuntime) enqueueFns() (*goja.Object, goja.Value) {
 	}
 	vm := rt.vm
 	push := func(kind string, args []goja.Value) {
-		if rt.queued != nil {
-			*rt.queued = append(*rt.queued, queuedAction{kind, append([]goja.Value(nil), args...)})
+		if !rt.queueOpen {
+			return
 		}
+		if len(rt.qargs)+len(args) > cap(rt.qargs) {
+			// A new backing array: the queued actions keep the old one.
+			rt.qargs = make([]goja.Value, 0, max(64, 2*len(args)))
+		}
+		n := len(rt.qargs)
+		rt.qargs = append(rt.qargs, args...)
+		rt.queue = append(rt.queue, queuedAction{kind, rt.qargs[n:len(rt.qargs):len(rt.qargs)]})
 	}
 	enq := vm.ToValue(func(call goja.FunctionCall) goja.Value {
 		push("", []goja.Value{call.Argument(0)})
