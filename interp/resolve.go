@@ -77,14 +77,23 @@ func (st *stepper) resolveAction(s *Snapshot, ev Event, a Action, params any) (*
 			return nil, errors.New("Cannot assign to undefined `context`. Ensure that `context` is defined in the machine config.")
 		}
 		st.impure = true
-		update, err := a.Fn(st.args(s, ev), params)
-		if err != nil {
-			return nil, err
-		}
 		old, _ := s.Context.(map[string]any)
-		ctx := make(map[string]any, len(old)+len(update))
-		maps.Copy(ctx, old)
-		maps.Copy(ctx, update)
+		var ctx map[string]any
+		if a.Into != nil {
+			ctx = make(map[string]any, len(old)+1)
+			maps.Copy(ctx, old)
+			if err := a.Into(st.args(s, ev), params, ctx); err != nil {
+				return nil, err
+			}
+		} else {
+			update, err := a.Fn(st.args(s, ev), params)
+			if err != nil {
+				return nil, err
+			}
+			ctx = make(map[string]any, len(old)+len(update))
+			maps.Copy(ctx, old)
+			maps.Copy(ctx, update)
+		}
 		s = s.clone()
 		s.Context = ctx
 	case *RaiseAction:

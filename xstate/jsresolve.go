@@ -41,7 +41,11 @@ func callFn(f *jsFn, label string, a interp.Args, params any) (*jsRuntime, goja.
 	if err != nil {
 		return nil, nil, err
 	}
-	out, err := rt.callFn(f, label, rt.callArgs(a), rt.paramsJS(params))
+	c, ok := f.callable(rt)
+	if !ok {
+		return nil, nil, fmt.Errorf("%s is not a function", label)
+	}
+	out, err := rt.invoke2(c, label, rt.callArgs(a), rt.paramsJS(params))
 	return rt, out, err
 }
 
@@ -307,12 +311,13 @@ func (r *jsResolver) target(v any, label string) *interp.Expr {
 func (r *jsResolver) assign(v any, label string) (interp.Action, error) {
 	switch x := v.(type) {
 	case *jsFn:
-		return &interp.AssignAction{Fn: func(a interp.Args, params any) (map[string]any, error) {
+		return &interp.AssignAction{Into: func(a interp.Args, params any, ctx map[string]any) error {
 			rt, out, err := callFn(x, label, a, params)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			return rt.partialUpdate(out), nil
+			rt.partialUpdate(out, ctx)
+			return nil
 		}}, nil
 	case *object:
 		keys := x.keys
@@ -339,20 +344,19 @@ func assignProps(keys []string, fns []*jsFn, static []any, label string) interp.
 			labels[i] = label + " of '" + k + "'"
 		}
 	}
-	return &interp.AssignAction{Fn: func(a interp.Args, params any) (map[string]any, error) {
-		out := make(map[string]any, len(keys))
+	return &interp.AssignAction{Into: func(a interp.Args, params any, ctx map[string]any) error {
 		for i, k := range keys {
 			if fns[i] == nil {
-				out[k] = static[i]
+				ctx[k] = static[i]
 				continue
 			}
 			rt, v, err := callFn(fns[i], labels[i], a, params)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			out[k] = rt.lazy(v)
+			ctx[k] = rt.lazy(v)
 		}
-		return out, nil
+		return nil
 	}}
 }
 
@@ -726,22 +730,20 @@ func plainObject(v goja.Value) *goja.Object {
 // o when the action runs: its functions are called with the action's
 // ({context, event, ...}, params), its other values are taken as they are.
 func (rt *jsRuntime) assignment(o *goja.Object) interp.Action {
-	return &interp.AssignAction{Fn: func(a interp.Args, params any) (map[string]any, error) {
-		keys := jsKeyOrder(o.Keys())
-		out := make(map[string]any, len(keys))
-		for _, k := range keys {
+	return &interp.AssignAction{Into: func(a interp.Args, params any, ctx map[string]any) error {
+		for _, k := range jsKeyOrder(o.Keys()) {
 			v := o.Get(k)
 			if v == nil || goja.IsUndefined(v) {
 				continue
 			}
 			if f, isFn := goja.AssertFunction(v); isFn {
 				var err error
-				if v, err = rt.invoke(f, "assign of '"+k+"'", []goja.Value{rt.callArgs(a), rt.paramsJS(params)}); err != nil {
-					return nil, err
+				if v, err = rt.invoke2(f, "assign of '"+k+"'", rt.callArgs(a), rt.paramsJS(params)); err != nil {
+					return err
 				}
 			}
-			out[k] = rt.lazy(v)
+			ctx[k] = rt.lazy(v)
 		}
-		return out, nil
+		return nil
 	}}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -84,8 +85,9 @@ type jsRuntime struct {
 	// argObjs are the argument objects of calls, by depth; events are
 	// the conversions of events without data, by type.
 	argObjs    []*argObj
-	enqArgObjs []*argObj // the same for enqueueActions functions
-	logicArg   *argObj   // the same for promise creators
+	enqArgObjs []*argObj        // the same for enqueueActions functions
+	argBufs    []*[2]goja.Value // arguments of calls, by depth (invoke2)
+	logicArg   *argObj          // the same for promise creators
 	events     map[string]goja.Value
 }
 
@@ -140,7 +142,7 @@ func (rt *jsRuntime) remember(v any, js goja.Value) {
 	}
 	if rt.ids == nil || len(rt.ids) >= maxIDs {
 		rt.oldIDs = rt.ids
-		rt.ids = make(map[unsafe.Pointer]idEntry, 64)
+		rt.ids = make(map[unsafe.Pointer]idEntry, maxIDs) // no growth in a generation
 	}
 	rt.ids[p] = idEntry{v, js}
 }
@@ -154,57 +156,48 @@ type jsLazy struct {
 }
 
 // Seal converts the JavaScript values a step left in a context to Go
-// values (interp.Sealer).
-func (m *jsModule) Seal(rt any, v any) any {
-	r, _ := rt.(*jsRuntime)
-	return sealContext(r, v)
+// values (interp.Sealer). It does so in place: a context with such values
+// is one the step made (by an assign) and no one else has seen, and the Go
+// values stand for the same values, so the context's JavaScript object, if
+// the step made one, stands for the sealed context too.
+func (m *jsModule) Seal(_ any, v any) any {
+	if ctx, ok := v.(map[string]any); ok {
+		for k, x := range ctx {
+			if l, lazy := x.(*jsLazy); lazy {
+				ctx[k] = l.seal()
+			}
+		}
+	}
+	return v
 }
 
-// sealContext converts the JavaScript values left in a context; rt, when
-// given, is the step's runtime, whose conversion of the context is kept
-// for the sealed one.
-func sealContext(rt *jsRuntime, v any) any {
-	ctx, ok := v.(map[string]any)
+// seal converts a lazy value to Go; the conversion is remembered, so the
+// runtime gives back the same JavaScript value for it.
+func (l *jsLazy) seal() any {
+	g := l.rt.fromJS(l.v)
+	l.rt.remember(g, l.v)
+	return g
+}
+
+// plainArgs returns a's context with no JavaScript values left in it, for
+// Go code: a copy when it has some (JavaScript code later in the step
+// still gets the very values).
+func plainArgs(a interp.Args) interp.Args {
+	ctx, ok := a.Context.(map[string]any)
 	if !ok {
-		return v
+		return a
 	}
 	var out map[string]any
 	for k, x := range ctx {
 		if l, lazy := x.(*jsLazy); lazy {
 			if out == nil {
-				out = make(map[string]any, len(ctx))
-				for k2, x2 := range ctx {
-					out[k2] = x2
-				}
+				out = maps.Clone(ctx)
 			}
-			g := l.rt.fromJS(l.v)
-			l.rt.remember(g, l.v)
-			out[k] = g
+			out[k] = l.seal()
 		}
 	}
-	if out == nil {
-		return v
-	}
-	// The step's JavaScript object for the context, if it made one, stands
-	// for the sealed context too: they hold the same values.
-	if rt != nil {
-		if js := rt.cached(ctx); js != nil {
-			rt.remember(out, js)
-		}
-	}
-	return out
-}
-
-// plainArgs returns a's context with no JavaScript values left in it, for
-// Go code.
-func plainArgs(a interp.Args) interp.Args {
-	if ctx, ok := a.Context.(map[string]any); ok {
-		for _, x := range ctx {
-			if _, lazy := x.(*jsLazy); lazy {
-				a.Context = sealContext(nil, ctx)
-				break
-			}
-		}
+	if out != nil {
+		a.Context = out
 	}
 	return a
 }
@@ -401,6 +394,20 @@ func (rt *jsRuntime) invoke(f goja.Callable, what string, args []goja.Value) (ou
 		return nil, jsErr(err)
 	}
 	return out, nil
+}
+
+// invoke2 is invoke with two arguments, passed in a slice of the runtime
+// for the depth of the call (goja copies the arguments of a JavaScript
+// function; those of the runtime's native functions are not kept).
+func (rt *jsRuntime) invoke2(f goja.Callable, what string, a0, a1 goja.Value) (goja.Value, error) {
+	for len(rt.argBufs) <= rt.depth {
+		rt.argBufs = append(rt.argBufs, new([2]goja.Value))
+	}
+	buf := rt.argBufs[rt.depth]
+	buf[0], buf[1] = a0, a1
+	out, err := rt.invoke(f, what, buf[:])
+	buf[0], buf[1] = nil, nil
+	return out, err
 }
 
 // run calls f as guard would run it, without making a closure.
@@ -881,26 +888,23 @@ func (rt *jsRuntime) lazy(v goja.Value) any {
 	return rt.fromJS(v)
 }
 
-// partialUpdate converts what an assign function returned: an object whose
-// properties go into the context.
-func (rt *jsRuntime) partialUpdate(v goja.Value) map[string]any {
+// partialUpdate sets in ctx what an assign function returned: an object
+// whose properties go into the context.
+func (rt *jsRuntime) partialUpdate(v goja.Value, ctx map[string]any) {
 	o, ok := v.(*goja.Object)
 	if !ok {
-		return nil
+		return
 	}
 	if _, isFn := goja.AssertFunction(o); isFn {
-		return nil
+		return
 	}
-	keys := o.Keys()
-	out := make(map[string]any, len(keys))
-	for _, k := range keys {
+	for _, k := range o.Keys() {
 		e := o.Get(k)
 		if e == nil || goja.IsUndefined(e) {
 			continue
 		}
-		out[k] = rt.lazy(e)
+		ctx[k] = rt.lazy(e)
 	}
-	return out
 }
 
 // enqueueFns returns the runtime's enqueue and check functions for
