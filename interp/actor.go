@@ -74,10 +74,11 @@ type Host interface {
 	Acquire() (rt any, release func())
 }
 
-// Sealer is a Host whose code may leave values in a context that belong to
-// the runtime (so that they need not be converted between steps of one
-// macrostep). Seal converts them to plain Go values; it is called with the
-// runtime before it is released, at the end of every step.
+// Sealer is a Host whose code may leave values in a context (or params)
+// that belong to the runtime (so that they need not be converted between
+// steps of one macrostep). Seal converts them to plain Go values; it is
+// called with the runtime before it is released, at the end of every step,
+// and for the context and params of a custom action deferred past the step.
 type Sealer interface {
 	Seal(rt any, v any) any
 }

@@ -71,6 +71,10 @@ func (st *stepper) resolveAction(s *Snapshot, ev Event, a Action, params any) (*
 			st.impure = true
 			return s, a.Fn(args, params)
 		}
+		if sealer, ok := st.m.Impl.Host.(Sealer); ok {
+			// The action runs after the step, maybe in another runtime.
+			args.Context, params = sealer.Seal(st.rt, args.Context), sealer.Seal(st.rt, params)
+		}
 		st.effects = append(st.effects, Effect{Kind: EffectExec, exec: func() error { return a.Fn(args, params) }})
 	case *AssignAction:
 		if s.Context == nil {

@@ -77,18 +77,35 @@ func (r *jsResolver) paramsExpr(v any) (*interp.Expr, bool) {
 	return nil, false
 }
 
-// paramsFn computes params with f. The JavaScript value f returns is kept
-// for its Go value, which goes to the guard or action the params are for.
+// paramsFn computes params with f. What f returns stays a JavaScript
+// value (jsLazy) for the guard or action the params are for, which gets
+// the very object, as in XState; Go code gets it converted.
 func paramsFn(f *jsFn, label string) *interp.Expr {
 	return &interp.Expr{Fn: func(a interp.Args, params any) (any, error) {
 		rt, out, err := callFn(f, label, a, params)
 		if err != nil {
 			return nil, err
 		}
-		g := rt.fromJS(out)
-		rt.remember(g, out)
-		return g, nil
+		return rt.lazy(out), nil
 	}}
+}
+
+// inputExpr is the input of an invoked actor for the config reader: false
+// for a static value. The JavaScript value a function returns is kept for
+// its Go value, which the actor gets.
+func (r *jsResolver) inputExpr(v any) (*interp.Expr, bool) {
+	f, ok := v.(*jsFn)
+	if !ok {
+		return nil, false
+	}
+	label := fnLabel("function", f, "")
+	return &interp.Expr{Fn: func(a interp.Args, params any) (any, error) {
+		rt, out, err := callFn(f, label, a, params)
+		if err != nil {
+			return nil, err
+		}
+		return rt.keep(out), nil
+	}}, true
 }
 
 func (r *jsResolver) expr(v any) (*interp.Expr, bool) {
@@ -452,8 +469,9 @@ func (rt *jsRuntime) namedGuard(name string) *interp.NamedGuard {
 }
 
 // namedGuardJS converts {type, params} with static params directly, or
-// returns nil. The params' JavaScript value is kept for their Go value, so
-// the guard gets the very object it was given, as in XState.
+// returns nil. The params stay a JavaScript value (the guard is evaluated
+// at once, in this runtime), so the guard gets the very object it was
+// given, as in XState.
 func namedGuardJS(rt *jsRuntime, v goja.Value) *interp.NamedGuard {
 	o := plainObject(v)
 	if o == nil {
@@ -471,9 +489,7 @@ func namedGuardJS(rt *jsRuntime, v goja.Value) *interp.NamedGuard {
 	if _, isFn := goja.AssertFunction(p); isFn {
 		return nil
 	}
-	pv := rt.fromJS(p)
-	rt.remember(pv, p)
-	g.Params = interp.Static(pv)
+	g.Params = interp.Static(rt.lazy(p))
 	return g
 }
 

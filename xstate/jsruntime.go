@@ -160,13 +160,17 @@ type jsLazy struct {
 // is one the step made (by an assign) and no one else has seen, and the Go
 // values stand for the same values, so the context's JavaScript object, if
 // the step made one, stands for the sealed context too.
+// A lazy value (params) is converted.
 func (m *jsModule) Seal(_ any, v any) any {
-	if ctx, ok := v.(map[string]any); ok {
-		for k, x := range ctx {
-			if l, lazy := x.(*jsLazy); lazy {
-				ctx[k] = l.seal()
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if l, lazy := e.(*jsLazy); lazy {
+				x[k] = l.seal()
 			}
 		}
+	case *jsLazy:
+		return x.seal()
 	}
 	return v
 }
@@ -177,6 +181,14 @@ func (l *jsLazy) seal() any {
 	g := l.rt.fromJS(l.v)
 	l.rt.remember(g, l.v)
 	return g
+}
+
+// plainValue returns a value that may be lazy (params) as a Go value.
+func plainValue(v any) any {
+	if l, lazy := v.(*jsLazy); lazy {
+		return l.seal()
+	}
+	return v
 }
 
 // plainArgs returns a's context with no JavaScript values left in it, for
