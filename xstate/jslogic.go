@@ -164,7 +164,7 @@ func (r *jsResolver) reducer(f *jsFn, initial any) interp.ActorLogic {
 				return nil, err
 			}
 			defer release()
-			out, err := rt.callFn(f, label, rt.toJS(state), rt.toJS(ev))
+			out, err := rt.callFn(f, label, rt.toJS(state), rt.eventJS(ev))
 			if err != nil {
 				return nil, err
 			}

@@ -129,6 +129,28 @@ func (r *jsResolver) value(v any, label string) *interp.Expr {
 	return interp.Static(plain(v))
 }
 
+// event is the event of a raise, emit or sendTo: an object, or a function
+// of ({context, event}, params) returning one, whose object becomes the
+// Event directly (eventOf).
+func (r *jsResolver) event(v any, label string) *interp.Expr {
+	f, ok := v.(*jsFn)
+	if !ok {
+		return r.value(v, label)
+	}
+	return &interp.Expr{Fn: func(a interp.Args, params any) (any, error) {
+		rt, out, err := callFn(f, label, a, params)
+		if err != nil {
+			return nil, err
+		}
+		if o := plainObject(out); o != nil {
+			if ev, ok := rt.eventOf(o); ok {
+				return ev, nil
+			}
+		}
+		return rt.fromJS(out), nil
+	}}
+}
+
 func (r *jsResolver) guard(v any) (interp.Guard, bool, error) {
 	return r.guardNamed(v, "")
 }
@@ -248,14 +270,14 @@ func (r *jsResolver) marker(x *jsMarker, name string) (interp.Action, error) {
 	case "assign":
 		return r.assign(x.get("assignment"), label("assign"))
 	case "raise":
-		a := &interp.RaiseAction{Event: r.value(x.get("event"), label("raise event")), ID: r.value(x.get("id"), label("raise id"))}
+		a := &interp.RaiseAction{Event: r.event(x.get("event"), label("raise event")), ID: r.value(x.get("id"), label("raise id"))}
 		a.Delay, a.DelayName = r.delay(x.get("delay"))
 		if a.Event == nil {
 			return nil, errors.New("raise() needs an event")
 		}
 		return a, nil
 	case "emit":
-		return &interp.EmitAction{Event: r.value(x.get("event"), label("emit event"))}, nil
+		return &interp.EmitAction{Event: r.event(x.get("event"), label("emit event"))}, nil
 	case "log":
 		lbl, _ := x.get("label").(string)
 		val := r.value(x.get("value"), label("log"))
@@ -268,7 +290,7 @@ func (r *jsResolver) marker(x *jsMarker, name string) (interp.Action, error) {
 	case "sendTo", "sendParent", "forwardTo":
 		a := &interp.SendToAction{Parent: x.kind == "sendParent", ID: r.value(x.get("id"), label(x.kind+" id"))}
 		if x.kind != "forwardTo" {
-			a.Event = r.value(x.get("event"), label(x.kind+" event"))
+			a.Event = r.event(x.get("event"), label(x.kind+" event"))
 			if a.Event == nil {
 				return nil, fmt.Errorf("%s() needs an event", x.kind)
 			}
@@ -709,7 +731,8 @@ func quickQueued(rt *jsRuntime, q queuedAction) interp.Action {
 }
 
 // eventOf converts an event object to an Event, or reports false when it
-// has no string type.
+// has no string type. The object is remembered for the event's data, so
+// code the event goes to gets that very object (eventJS), as in XState.
 func (rt *jsRuntime) eventOf(o *goja.Object) (interp.Event, bool) {
 	m, ok := rt.fromJS(o).(map[string]any) // a map of its own
 	if !ok {
@@ -721,8 +744,9 @@ func (rt *jsRuntime) eventOf(o *goja.Object) (interp.Event, bool) {
 	}
 	delete(m, "type")
 	if len(m) == 0 {
-		m = nil
+		return interp.Event{Type: t}, true
 	}
+	rt.remember(m, o)
 	return interp.Event{Type: t, Data: m}, true
 }
 
