@@ -42,7 +42,7 @@ func (r *jsResolver) promise(f *jsFn) interp.ActorLogic {
 		}
 		p, isObj := out.(*goja.Object)
 		if !isObj {
-			settle(rt.fromJS(out), nil)
+			settle(rt.keep(out), nil)
 			return nil
 		}
 		// The call ran the job queue when it returned: a promise that
@@ -50,7 +50,7 @@ func (r *jsResolver) promise(f *jsFn) interp.ActorLogic {
 		if pr, ok := p.Export().(*goja.Promise); ok {
 			switch pr.State() {
 			case goja.PromiseStateFulfilled:
-				settle(rt.fromJS(pr.Result()), nil)
+				settle(rt.keep(pr.Result()), nil)
 				return nil
 			case goja.PromiseStateRejected:
 				settle(nil, rejection(rt, pr.Result()))
@@ -59,12 +59,12 @@ func (r *jsResolver) promise(f *jsFn) interp.ActorLogic {
 		}
 		then, _ := goja.AssertFunction(p.Get("then"))
 		if then == nil {
-			settle(rt.fromJS(out), nil)
+			settle(rt.keep(out), nil)
 			return nil
 		}
 		// The reactions run in the job queue when the call below returns.
 		onResolve := rt.vm.ToValue(func(call goja.FunctionCall) goja.Value {
-			settle(rt.fromJS(call.Argument(0)), nil)
+			settle(rt.keep(call.Argument(0)), nil)
 			return goja.Undefined()
 		})
 		onReject := rt.vm.ToValue(func(call goja.FunctionCall) goja.Value {
@@ -79,9 +79,10 @@ func (r *jsResolver) promise(f *jsFn) interp.ActorLogic {
 }
 
 // rejection converts a rejection reason to an error whose message is the
-// reason's message, and whose value is what event.error shows.
+// reason's message, and whose value is what event.error shows; code of the
+// runtime gets the reason itself.
 func rejection(rt *jsRuntime, v goja.Value) error {
-	e := &jsError{msg: v.String()}
+	e := &jsError{msg: v.String(), rt: rt, js: v}
 	if o, ok := v.(*goja.Object); ok {
 		if m := o.Get("message"); m != nil && !goja.IsUndefined(m) {
 			e.msg = m.String()

@@ -58,9 +58,12 @@ type jsRuntime struct {
 	// release gives the runtime back to the module's pool.
 	release func()
 
-	// started is when the running top-level call began (UnixNano), 0 when
-	// none runs: the module's watchdog interrupts calls that run too long.
-	started atomic.Int64
+	// calls counts the top-level calls begun and ended: it is odd while
+	// one runs. The module's watchdog interrupts a call it sees running
+	// for as many ticks as make the time limit; seen and ticks are the
+	// watchdog's (under the module's lock).
+	calls       atomic.Uint64
+	seen, ticks uint64
 	// the last self converted.
 	lastSelf   *interp.Actor
 	lastSelfJS goja.Value
@@ -319,7 +322,7 @@ func (rt *jsRuntime) enter() bool {
 	top := rt.depth == 0
 	rt.depth++
 	if top && rt.mod.timeout > 0 {
-		rt.started.Store(time.Now().UnixNano())
+		rt.calls.Add(1)
 		rt.mod.watch()
 	}
 	return top
@@ -331,7 +334,7 @@ func (rt *jsRuntime) leave(top bool, err *error) {
 	rt.depth--
 	if top && rt.mod.timeout > 0 {
 		rt.mod.mu.Lock() // the watchdog interrupts under this lock
-		rt.started.Store(0)
+		rt.calls.Add(1)
 		rt.mod.mu.Unlock()
 		rt.vm.ClearInterrupt()
 	}
@@ -355,15 +358,20 @@ func (m *jsModule) watch() {
 		tick := time.NewTicker(m.timeout / 10)
 		defer tick.Stop()
 		idle := 0
-		for now := range tick.C {
+		for range tick.C {
 			busy := false
 			m.mu.Lock()
 			for _, rt := range m.all {
-				if t := rt.started.Load(); t != 0 {
-					busy = true
-					if now.UnixNano()-t > int64(m.timeout) {
-						rt.vm.Interrupt(ErrInterrupted)
-					}
+				c := rt.calls.Load()
+				if c%2 == 0 {
+					continue
+				}
+				busy = true
+				if c != rt.seen {
+					rt.seen, rt.ticks = c, 0
+				} else if rt.ticks++; rt.ticks >= 10 {
+					// Seen running at 11 ticks: for longer than the limit.
+					rt.vm.Interrupt(ErrInterrupted)
 				}
 			}
 			m.mu.Unlock()
@@ -435,6 +443,9 @@ type jsError struct {
 	msg   string
 	value any // the thrown value, as a Go value
 	cause error
+	// js is the thrown value in runtime rt, when known.
+	rt *jsRuntime
+	js goja.Value
 }
 
 func (e *jsError) Error() string { return e.msg }
@@ -521,6 +532,9 @@ func (rt *jsRuntime) toJS(v any) goja.Value {
 		}
 		return o
 	case *jsError:
+		if x.js != nil && x.rt == rt {
+			return x.js
+		}
 		if x.value != nil {
 			return rt.toJS(x.value)
 		}
