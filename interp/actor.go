@@ -122,6 +122,7 @@ func (a *Actor) init() {
 	}
 	rt, own := a.acquire()
 	snap, effects, err := a.m.initial(a, a.opts.Input, rt)
+	materialize(effects) // they run when the actor starts
 	snap = seal(a.m, rt, snap)
 	a.releaseRuntime(own)
 	if err != nil {
@@ -330,7 +331,11 @@ func (a *Actor) effect(e Effect) error {
 		}
 	case EffectEmit:
 		if a.opts.OnEmit != nil {
-			a.opts.OnEmit(e.Event)
+			ev := e.Event
+			if e.data != nil {
+				ev.Data = e.data()
+			}
+			a.opts.OnEmit(ev)
 		}
 	case EffectLog:
 		if a.opts.OnLog != nil {

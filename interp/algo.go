@@ -51,6 +51,26 @@ type Effect struct {
 	// (nil: the actor itself), the child of EffectStart and EffectStop.
 	To   *Actor
 	exec func() error
+	// data makes the data of an emitted LazyEvent.
+	data func() map[string]any
+}
+
+// LazyEvent is an event to emit whose data is made only when a listener
+// gets it: an event no one listens to never is. Data is called at most
+// once, before the step's runtime is released.
+type LazyEvent struct {
+	Type string
+	Data func() map[string]any
+}
+
+// materialize makes the data of the lazy emitted events of effects that
+// outlive the step's runtime.
+func materialize(effects []Effect) {
+	for i := range effects {
+		if e := &effects[i]; e.data != nil {
+			e.Event.Data, e.data = e.data(), nil
+		}
+	}
 }
 
 // stepper carries what one macrostep needs besides the snapshot: the actor
@@ -81,6 +101,7 @@ func (m *Machine) Initial(input any) (*Snapshot, []Effect, error) {
 		defer release()
 	}
 	s, effects, err := m.initial(nil, input, rt)
+	materialize(effects)
 	return seal(m, rt, s), effects, err
 }
 
@@ -147,6 +168,7 @@ func (m *Machine) Transition(s *Snapshot, ev Event) (*Snapshot, []Effect, error)
 		defer release()
 	}
 	next, err := st.macrostep(s, ev)
+	materialize(st.effects)
 	return seal(m, st.rt, next), st.effects, err
 }
 

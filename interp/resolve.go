@@ -135,6 +135,10 @@ func (st *stepper) resolveAction(s *Snapshot, ev Event, a Action, params any) (*
 		if err != nil {
 			return nil, err
 		}
+		if le, ok := v.(LazyEvent); ok {
+			st.effects = append(st.effects, Effect{Kind: EffectEmit, Event: Event{Type: le.Type}, data: le.Data})
+			break
+		}
 		e, err := toEvent(v, "emit")
 		if err != nil {
 			return nil, err

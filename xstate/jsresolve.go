@@ -151,6 +151,27 @@ func (r *jsResolver) event(v any, label string) *interp.Expr {
 	}}
 }
 
+// emitted is the event of an emit: as event, but an object a function
+// returns becomes a LazyEvent, converted only for a listener.
+func (r *jsResolver) emitted(v any, label string) *interp.Expr {
+	f, ok := v.(*jsFn)
+	if !ok {
+		return r.value(v, label)
+	}
+	return &interp.Expr{Fn: func(a interp.Args, params any) (any, error) {
+		rt, out, err := callFn(f, label, a, params)
+		if err != nil {
+			return nil, err
+		}
+		if o := plainObject(out); o != nil {
+			if ev, ok := rt.lazyEvent(o); ok {
+				return ev, nil
+			}
+		}
+		return rt.fromJS(out), nil
+	}}
+}
+
 func (r *jsResolver) guard(v any) (interp.Guard, bool, error) {
 	return r.guardNamed(v, "")
 }
@@ -277,7 +298,7 @@ func (r *jsResolver) marker(x *jsMarker, name string) (interp.Action, error) {
 		}
 		return a, nil
 	case "emit":
-		return &interp.EmitAction{Event: r.event(x.get("event"), label("emit event"))}, nil
+		return &interp.EmitAction{Event: r.emitted(x.get("event"), label("emit event"))}, nil
 	case "log":
 		lbl, _ := x.get("label").(string)
 		val := r.value(x.get("value"), label("log"))
@@ -412,31 +433,23 @@ func (r *jsResolver) enqueue(f *jsFn, label string) interp.Action {
 		// in the runtime's queue (enqueueActions may nest).
 		start := len(rt.queue)
 		defer func() { clear(rt.queue[start:]); rt.queue = rt.queue[:start] }()
-		var failed error
-		prevOpen, prevCheck := rt.queueOpen, rt.checkFn
-		defer func() { rt.queueOpen, rt.checkFn = prevOpen, prevCheck }()
-		rt.queueOpen = true
-		rt.checkFn = func(gv goja.Value) (bool, error) {
-			g, err := r.checked(rt, gv)
-			if err == nil {
-				var pass bool
-				if pass, err = check(g); err == nil {
-					return pass, nil
-				}
-			}
-			if failed == nil {
-				failed = err
-			}
-			return false, failed
+		prev := rt.enq
+		defer func() { rt.enq = prev }()
+		for len(rt.enqCalls) <= rt.depth {
+			rt.enqCalls = append(rt.enqCalls, &enqueueCall{})
 		}
+		call := rt.enqCalls[rt.depth]
+		*call = enqueueCall{r: r, check: check}
+		defer func() { *call = enqueueCall{} }()
+		rt.enq = call
 		args := rt.enqueueArgs(a)
 		if _, err := rt.callFn(f, label, args); err != nil {
-			if failed != nil {
-				return nil, failed
+			if call.failed != nil {
+				return nil, call.failed
 			}
 			return nil, err
 		}
-		rt.queueOpen = prevOpen
+		rt.enq = prev
 		queued := rt.queue[start:]
 		var w *walker
 		actions := make([]interp.Action, 0, len(queued))
@@ -454,6 +467,29 @@ func (r *jsResolver) enqueue(f *jsFn, label string) interp.Action {
 		}
 		return actions, nil
 	}}
+}
+
+// enqueueCall is the state of an enqueueActions function that runs: what
+// check() evaluates guards with, and the first error of a check().
+type enqueueCall struct {
+	r      *jsResolver
+	check  func(interp.Guard) (bool, error)
+	failed error
+}
+
+// checkGuard is check(gv) for the call.
+func (c *enqueueCall) checkGuard(rt *jsRuntime, gv goja.Value) (bool, error) {
+	g, err := c.r.checked(rt, gv)
+	if err == nil {
+		var pass bool
+		if pass, err = c.check(g); err == nil {
+			return pass, nil
+		}
+	}
+	if c.failed == nil {
+		c.failed = err
+	}
+	return false, c.failed
 }
 
 // checked converts the argument of check(): a guard's name, or a guard.
@@ -716,7 +752,7 @@ func quickQueued(rt *jsRuntime, q queuedAction) interp.Action {
 	case "assign":
 		return rt.assignment(o)
 	case "emit":
-		if ev, ok := rt.eventOf(o); ok {
+		if ev, ok := rt.lazyEvent(o); ok {
 			return &interp.EmitAction{Event: interp.Static(ev)}
 		}
 	case "raise":
@@ -728,6 +764,20 @@ func quickQueued(rt *jsRuntime, q queuedAction) interp.Action {
 		}
 	}
 	return nil
+}
+
+// lazyEvent is an event object to emit as a LazyEvent, or false when it
+// has no string type: a listener gets its data as the object holds it
+// when the event is emitted, as in XState, where listeners get the object.
+func (rt *jsRuntime) lazyEvent(o *goja.Object) (interp.LazyEvent, bool) {
+	t := o.Get("type")
+	if t == nil || !goja.IsString(t) {
+		return interp.LazyEvent{}, false
+	}
+	return interp.LazyEvent{Type: t.String(), Data: func() map[string]any {
+		ev, _ := rt.eventOf(o)
+		return ev.Data
+	}}, true
 }
 
 // eventOf converts an event object to an Event, or reports false when it

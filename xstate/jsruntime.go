@@ -73,12 +73,13 @@ type jsRuntime struct {
 	enqueue *goja.Object
 	check   goja.Value
 	// queue holds the actions enqueued by the enqueueActions calls in
-	// progress, innermost last; queueOpen is set while one runs.
-	queue     []queuedAction
-	queueOpen bool
+	// progress, innermost last; enq is the function that runs (nil when
+	// none), enqCalls the states of such calls by depth, reused.
+	queue    []queuedAction
+	enq      *enqueueCall
+	enqCalls []*enqueueCall
 	// qargs backs the arguments of queued actions.
-	qargs   []goja.Value
-	checkFn func(goja.Value) (bool, error)
+	qargs []goja.Value
 	// guards are the guards check() made of names.
 	guards map[string]*interp.NamedGuard
 	// ids maps Go maps and slices (contexts are never changed in place)
@@ -941,7 +942,7 @@ func (rt *jsRuntime) enqueueFns() (*goja.Object, goja.Value) {
 	}
 	vm := rt.vm
 	push := func(kind string, args []goja.Value) {
-		if !rt.queueOpen {
+		if rt.enq == nil {
 			return
 		}
 		if len(rt.qargs)+len(args) > cap(rt.qargs) {
@@ -964,10 +965,10 @@ func (rt *jsRuntime) enqueueFns() (*goja.Object, goja.Value) {
 	}
 	rt.enqueue = enq
 	rt.check = vm.ToValue(func(call goja.FunctionCall) goja.Value {
-		if rt.checkFn == nil {
+		if rt.enq == nil {
 			panic(vm.NewTypeError("check() called outside enqueueActions"))
 		}
-		ok, err := rt.checkFn(call.Argument(0))
+		ok, err := rt.enq.checkGuard(rt, call.Argument(0))
 		if err != nil {
 			panic(vm.NewGoError(err))
 		}
