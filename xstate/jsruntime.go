@@ -632,9 +632,26 @@ func primitive(v goja.Value) any {
 		if math.IsNaN(f) || math.IsInf(f, 0) {
 			return nil
 		}
-		return f
+		return number(f)
 	}
 	return normalize(v.Export())
+}
+
+// smallNumbers holds the integers 0 to 1023 as float64 in interfaces,
+// made once: converting such a number to `any` allocates none.
+var smallNumbers = func() (t [1024]any) {
+	for i := range t {
+		t[i] = float64(i)
+	}
+	return t
+}()
+
+// number returns f as `any`, without allocating for a small integer.
+func number(f float64) any {
+	if f >= 0 && f < float64(len(smallNumbers)) && f == math.Trunc(f) && !math.Signbit(f) {
+		return smallNumbers[int(f)]
+	}
+	return f
 }
 
 // normalize turns what goja's Export gives into JSON-like values, as
@@ -645,14 +662,14 @@ func normalize(v any) any {
 	case nil, bool, string:
 		return x
 	case int64:
-		return float64(x)
+		return number(float64(x))
 	case int:
-		return float64(x)
+		return number(float64(x))
 	case float64:
 		if math.IsNaN(x) || math.IsInf(x, 0) {
 			return nil
 		}
-		return x
+		return v
 	case map[string]any:
 		for k, e := range x {
 			switch e.(type) {
