@@ -88,10 +88,10 @@ type jsRuntime struct {
 	ids, oldIDs map[unsafe.Pointer]idEntry
 	// argObjs are the argument objects of calls, by depth; events are
 	// the conversions of events without data, by type.
-	argObjs    []*argObj
-	enqArgObjs []*argObj        // the same for enqueueActions functions
+	argObjs    []*argsObj
+	enqArgObjs []*argsObj       // the same for enqueueActions functions
 	argBufs    []*[2]goja.Value // arguments of calls, by depth (invoke2)
-	logicArg   *argObj          // the same for promise creators
+	logicArg   *argsObj         // the same for promise creators
 	events     map[string]goja.Value
 }
 
@@ -697,6 +697,8 @@ func normalize(v any) any {
 		return x.UTC().Format("2006-01-02T15:04:05.000Z")
 	case *selfObj:
 		return x.plain()
+	case *argsObj:
+		return x.plain()
 	}
 	if isDropped(v) {
 		return nil
@@ -719,7 +721,7 @@ func isDropped(v any) bool {
 // costs most in goja.
 func (rt *jsRuntime) callArgs(a interp.Args) *goja.Object {
 	for len(rt.argObjs) <= rt.depth {
-		rt.argObjs = append(rt.argObjs, &argObj{o: rt.vm.NewObject()})
+		rt.argObjs = append(rt.argObjs, rt.newArgs(false))
 	}
 	return rt.fillArgs(rt.argObjs[rt.depth], a)
 }
@@ -728,11 +730,7 @@ func (rt *jsRuntime) callArgs(a interp.Args) *goja.Object {
 // argument of an enqueueActions function, reused as callArgs' are.
 func (rt *jsRuntime) enqueueArgs(a interp.Args) *goja.Object {
 	for len(rt.enqArgObjs) <= rt.depth {
-		enq, check := rt.enqueueFns()
-		o := rt.vm.NewObject()
-		_ = o.Set("enqueue", enq)
-		_ = o.Set("check", check)
-		rt.enqArgObjs = append(rt.enqArgObjs, &argObj{o: o})
+		rt.enqArgObjs = append(rt.enqArgObjs, rt.newArgs(true))
 	}
 	return rt.fillArgs(rt.enqArgObjs[rt.depth], a)
 }
@@ -742,53 +740,143 @@ func (rt *jsRuntime) enqueueArgs(a interp.Args) *goja.Object {
 func (rt *jsRuntime) logicArgs(input any, self *interp.Actor) *goja.Object {
 	ao := rt.logicArg
 	if ao == nil || rt.depth > 0 {
-		ao = &argObj{o: rt.vm.NewObject()}
+		ao = rt.newArgs(false)
 		if rt.depth == 0 {
 			rt.logicArg = ao
 		}
 	}
-	_ = ao.o.Set("input", rt.toJS(input))
-	if sv := rt.selfJS(self); sv != ao.self {
-		_ = ao.o.Set("self", sv)
-		ao.self = sv
-	}
+	ao.input = rt.toJS(input)
+	ao.self = rt.selfJS(self)
 	return ao.o
 }
 
-// argObj is a reused argument object and what it holds.
-type argObj struct {
-	o             *goja.Object
-	ctx, ev, self goja.Value
-	input         bool // input is set
+// argsObj is a reused argument object: a dynamic object whose properties
+// are Go fields, set for each call without goja's property machinery
+// (nil: absent). Properties that code sets on it are kept in extra.
+type argsObj struct {
+	rt                   *jsRuntime
+	o                    *goja.Object
+	ctx, ev, self, input goja.Value
+	enqueue, check       goja.Value
+	extra                map[string]goja.Value
+}
+
+// newArgs makes an argument object; enqueue gives it enqueueActions'
+// enqueue and check.
+func (rt *jsRuntime) newArgs(enqueue bool) *argsObj {
+	ao := &argsObj{rt: rt}
+	if enqueue {
+		enq, check := rt.enqueueFns()
+		ao.enqueue, ao.check = enq, check
+	}
+	ao.o = rt.vm.NewDynamicObject(ao)
+	return ao
+}
+
+// field returns the Go field of a property, or nil for another property.
+func (ao *argsObj) field(key string) *goja.Value {
+	switch key {
+	case "context":
+		return &ao.ctx
+	case "event":
+		return &ao.ev
+	case "self":
+		return &ao.self
+	case "input":
+		return &ao.input
+	case "enqueue":
+		return &ao.enqueue
+	case "check":
+		return &ao.check
+	}
+	return nil
+}
+
+// Get returns a property (goja.DynamicObject).
+func (ao *argsObj) Get(key string) goja.Value {
+	if f := ao.field(key); f != nil {
+		return *f
+	}
+	return ao.extra[key]
+}
+
+// Set sets a property (goja.DynamicObject).
+func (ao *argsObj) Set(key string, v goja.Value) bool {
+	if f := ao.field(key); f != nil {
+		*f = v
+		return true
+	}
+	if ao.extra == nil {
+		ao.extra = map[string]goja.Value{}
+	}
+	ao.extra[key] = v
+	return true
+}
+
+// Has reports whether the object has a property (goja.DynamicObject).
+func (ao *argsObj) Has(key string) bool {
+	if f := ao.field(key); f != nil {
+		return *f != nil
+	}
+	_, ok := ao.extra[key]
+	return ok
+}
+
+// Delete deletes a property (goja.DynamicObject).
+func (ao *argsObj) Delete(key string) bool {
+	if f := ao.field(key); f != nil {
+		*f = nil
+		return true
+	}
+	delete(ao.extra, key)
+	return true
+}
+
+// Keys lists the properties (goja.DynamicObject), in the order a plain
+// object made for the call would have them.
+func (ao *argsObj) Keys() []string {
+	var keys []string
+	for _, k := range [...]string{"enqueue", "check", "context", "event", "self", "input"} {
+		if *ao.field(k) != nil {
+			keys = append(keys, k)
+		}
+	}
+	for k := range ao.extra {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys[len(keys)-len(ao.extra):])
+	return keys
+}
+
+// plain is the object as JSON shows it (its functions left out).
+func (ao *argsObj) plain() map[string]any {
+	m := map[string]any{}
+	for _, k := range ao.Keys() {
+		if v := ao.Get(k); !isFunction(v) {
+			m[k] = ao.rt.fromJS(v)
+		}
+	}
+	return m
+}
+
+func isFunction(v goja.Value) bool {
+	_, isFn := goja.AssertFunction(v)
+	return isFn
 }
 
 // fillArgs sets the context, event, self and input of a's call in a
-// reused argument object, leaving what it already holds.
-func (rt *jsRuntime) fillArgs(ao *argObj, a interp.Args) *goja.Object {
-	o := ao.o
-	if c := rt.contextJS(a.Context); c != ao.ctx {
-		_ = o.Set("context", c)
-		ao.ctx = c
-	}
-	if e := rt.eventJS(a.Event); e != ao.ev {
-		_ = o.Set("event", e)
-		ao.ev = e
-	}
+// reused argument object.
+func (rt *jsRuntime) fillArgs(ao *argsObj, a interp.Args) *goja.Object {
+	ao.ctx = rt.contextJS(a.Context)
+	ao.ev = rt.eventJS(a.Event)
 	if a.Self != nil {
-		if sv := rt.selfJS(a.Self); sv != ao.self {
-			_ = o.Set("self", sv)
-			ao.self = sv
-		}
+		ao.self = rt.selfJS(a.Self)
 	}
-	if a.Input != nil || ao.input {
-		var in any = undefinedValue{}
-		if a.Input != nil {
-			in = a.Input
-		}
-		_ = o.Set("input", rt.toJS(in))
-		ao.input = a.Input != nil
+	ao.input = nil
+	if a.Input != nil {
+		ao.input = rt.toJS(a.Input)
 	}
-	return o
+	return ao.o
 }
 
 // eventJS converts an event, reusing the conversion of the same event.
