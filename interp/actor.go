@@ -122,7 +122,12 @@ func (a *Actor) init() {
 	}
 	rt, own := a.acquire()
 	snap, effects, err := a.m.initial(a, a.opts.Input, rt)
-	materialize(effects) // they run when the actor starts
+	// The effects run when the actor starts, maybe in another runtime.
+	if a.opts.OnEmit != nil {
+		materialize(effects)
+	} else {
+		dropLazy(effects)
+	}
 	snap = seal(a.m, rt, snap)
 	a.releaseRuntime(own)
 	if err != nil {

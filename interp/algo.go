@@ -63,6 +63,16 @@ type LazyEvent struct {
 	Data func() map[string]any
 }
 
+// dropLazy forgets how to make the data of lazy emitted events, for an
+// actor that has no listener.
+func dropLazy(effects []Effect) {
+	for i := range effects {
+		if effects[i].data != nil { // cached effects are shared, and have none
+			effects[i].data = nil
+		}
+	}
+}
+
 // materialize makes the data of the lazy emitted events of effects that
 // outlive the step's runtime.
 func materialize(effects []Effect) {
