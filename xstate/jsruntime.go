@@ -86,6 +86,11 @@ type jsRuntime struct {
 	// to the JavaScript values they were converted from or to, so that a
 	// value crosses between Go and this runtime once.
 	ids, oldIDs map[unsafe.Pointer]idEntry
+	// last is the entry cached found last (it keeps its Go value, whose
+	// address lastID is, alive), with the length it had.
+	last    idEntry
+	lastID  unsafe.Pointer
+	lastLen int
 	// argObjs are the argument objects of calls, by depth; events are
 	// the conversions of events without data, by type.
 	argObjs    []*argsObj
@@ -127,6 +132,11 @@ func (rt *jsRuntime) cached(v any) goja.Value {
 	if !ok {
 		return nil
 	}
+	// The last value looked up, most often the one looked up again (the
+	// context and event of the calls of a step).
+	if p == rt.lastID && n == rt.lastLen {
+		return rt.last.js
+	}
 	e, hit := rt.ids[p]
 	if !hit {
 		if e, hit = rt.oldIDs[p]; !hit {
@@ -136,6 +146,7 @@ func (rt *jsRuntime) cached(v any) goja.Value {
 	if _, m, _ := identity(e.goVal); m != n {
 		return nil
 	}
+	rt.lastID, rt.lastLen, rt.last = p, n, e
 	return e.js
 }
 
@@ -149,6 +160,9 @@ func (rt *jsRuntime) remember(v any, js goja.Value) {
 		rt.ids = make(map[unsafe.Pointer]idEntry, maxIDs) // no growth in a generation
 	}
 	rt.ids[p] = idEntry{v, js}
+	if p == rt.lastID {
+		rt.lastID = nil
+	}
 }
 
 // jsLazy is a value an assign left in the context that is still a
