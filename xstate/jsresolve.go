@@ -512,6 +512,20 @@ func (r *jsResolver) checked(rt *jsRuntime, gv goja.Value) (interp.Guard, error)
 	return g, nil
 }
 
+// namedAction returns the action enqueue() makes of an action's name,
+// made once per name (actions are not changed).
+func (rt *jsRuntime) namedAction(name string) *interp.NamedAction {
+	if a, ok := rt.actions[name]; ok {
+		return a
+	}
+	a := &interp.NamedAction{Type: name}
+	if rt.actions == nil || len(rt.actions) >= maxIDs {
+		rt.actions = map[string]*interp.NamedAction{}
+	}
+	rt.actions[name] = a
+	return a
+}
+
 // namedGuard returns the guard check() makes of a guard's name, made once
 // per name (guards are not changed).
 func (rt *jsRuntime) namedGuard(name string) *interp.NamedGuard {
@@ -740,7 +754,7 @@ func (r *jsResolver) queuedAction(w *walker, q queuedAction) (interp.Action, err
 func quickQueued(rt *jsRuntime, q queuedAction) interp.Action {
 	if q.kind == "" {
 		if goja.IsString(q.args[0]) {
-			return &interp.NamedAction{Type: q.args[0].String()}
+			return rt.namedAction(q.args[0].String())
 		}
 		return nil
 	}

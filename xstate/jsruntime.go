@@ -80,8 +80,9 @@ type jsRuntime struct {
 	enqCalls []*enqueueCall
 	// qargs backs the arguments of queued actions.
 	qargs []goja.Value
-	// guards are the guards check() made of names.
-	guards map[string]*interp.NamedGuard
+	// guards and actions are those check() and enqueue() made of names.
+	guards  map[string]*interp.NamedGuard
+	actions map[string]*interp.NamedAction
 	// ids maps Go maps and slices (contexts are never changed in place)
 	// to the JavaScript values they were converted from or to, so that a
 	// value crosses between Go and this runtime once.
