@@ -166,20 +166,20 @@ func (rt *jsRuntime) remember(v any, js goja.Value) {
 	}
 }
 
-// jsLazy is a value an assign left in the context that is still a
-// JavaScript value of the runtime of the step; it is converted when the
-// step ends (Seal), or when Go code reads the context.
+// jsLazy is a value an assign left in the context, or params, that is
+// still a JavaScript value of the runtime of the step; it is converted when
+// the step ends (Seal), or when Go code gets it (plainArgs, plainValue).
 type jsLazy struct {
 	rt *jsRuntime
 	v  goja.Value
 }
 
-// Seal converts the JavaScript values a step left in a context to Go
-// values (interp.Sealer). It does so in place: a context with such values
-// is one the step made (by an assign) and no one else has seen, and the Go
-// values stand for the same values, so the context's JavaScript object, if
-// the step made one, stands for the sealed context too.
-// A lazy value (params) is converted.
+// Seal converts the JavaScript values a step left in a context, or a lazy
+// value (params), to Go values (interp.Sealer). A context is sealed in
+// place: a context with such values is one the step made (by an assign)
+// and no one else has seen, and the Go values stand for the same values,
+// so the context's JavaScript object, if the step made one, stands for the
+// sealed context too.
 func (m *jsModule) Seal(_ any, v any) any {
 	switch x := v.(type) {
 	case map[string]any:
@@ -653,7 +653,8 @@ func primitive(v goja.Value) any {
 }
 
 // smallNumbers holds the integers 0 to 1023 as float64 in interfaces,
-// made once: converting such a number to `any` allocates none.
+// made once and only read: converting such a number to `any` allocates
+// none.
 var smallNumbers = func() (t [1024]any) {
 	for i := range t {
 		t[i] = float64(i)
