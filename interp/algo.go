@@ -134,11 +134,11 @@ func (m *Machine) initial(actor *Actor, input any, rt any) (*Snapshot, []Effect,
 			if err != nil {
 				return nil, nil, err
 			}
-			ctx := map[string]any{}
-			if obj, ok := v.(map[string]any); ok {
-				for k, x := range obj {
-					ctx[k] = x
-				}
+			// The object the function made is the context, as in XState
+			// (contexts are never changed in place).
+			ctx, ok := v.(map[string]any)
+			if !ok || ctx == nil {
+				ctx = map[string]any{}
 			}
 			s.Context = ctx
 		}

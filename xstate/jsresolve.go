@@ -49,13 +49,15 @@ func callFn(f *jsFn, label string, a interp.Args, params any) (*jsRuntime, goja.
 	return rt, out, err
 }
 
+// exprFn is an expression computed by f. The JavaScript value f returns is
+// kept for its Go value (a context, an output), which converts back to it.
 func (r *jsResolver) exprFn(f *jsFn, label string) *interp.Expr {
 	return &interp.Expr{Fn: func(a interp.Args, params any) (any, error) {
 		rt, out, err := callFn(f, label, a, params)
 		if err != nil {
 			return nil, err
 		}
-		return rt.fromJS(out), nil
+		return rt.keep(out), nil
 	}}
 }
 
