@@ -74,11 +74,12 @@ type Host interface {
 	Acquire() (rt any, release func())
 }
 
-// Sealer is a Host whose code may leave values in a context (or params)
-// that belong to the runtime (so that they need not be converted between
-// steps of one macrostep). Seal converts them to plain Go values; it is
-// called with the runtime before it is released, at the end of every step,
-// and for the context and params of a custom action deferred past the step.
+// Sealer is a Host whose code may leave values in a context (or params, or
+// a child's input) that belong to the runtime (so that they need not be
+// converted between steps of one macrostep). Seal converts them to plain
+// Go values; it is called with the runtime before it is released, at the
+// end of every step, for the context and params of a custom action and the
+// input of a child started past the step, and for a child machine's input.
 type Sealer interface {
 	Seal(rt any, v any) any
 }
@@ -128,6 +129,7 @@ func (a *Actor) init() {
 	} else {
 		dropLazy(effects)
 	}
+	sealStarts(a.m, rt, effects)
 	snap = seal(a.m, rt, snap)
 	a.releaseRuntime(own)
 	if err != nil {

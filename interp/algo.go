@@ -73,6 +73,21 @@ func dropLazy(effects []Effect) {
 	}
 }
 
+// sealStarts converts what the step's runtime left in the input of the
+// children that effects start, for effects carried out once the runtime
+// is released.
+func sealStarts(m *Machine, rt any, effects []Effect) {
+	sealer, ok := m.Impl.Host.(Sealer)
+	if !ok {
+		return
+	}
+	for _, e := range effects {
+		if e.Kind == EffectStart && e.To != nil && e.To.input != nil {
+			e.To.input = sealer.Seal(rt, e.To.input)
+		}
+	}
+}
+
 // materialize makes the data of the lazy emitted events of effects that
 // outlive the step's runtime.
 func materialize(effects []Effect) {
@@ -112,6 +127,7 @@ func (m *Machine) Initial(input any) (*Snapshot, []Effect, error) {
 	}
 	s, effects, err := m.initial(nil, input, rt)
 	materialize(effects)
+	sealStarts(m, rt, effects)
 	return seal(m, rt, s), effects, err
 }
 
@@ -179,6 +195,7 @@ func (m *Machine) Transition(s *Snapshot, ev Event) (*Snapshot, []Effect, error)
 	}
 	next, err := st.macrostep(s, ev)
 	materialize(st.effects)
+	sealStarts(m, st.rt, st.effects)
 	return seal(m, st.rt, next), st.effects, err
 }
 

@@ -136,6 +136,13 @@ func (st *stepper) resolveChildAction(s *Snapshot, ev Event, a Action, params an
 			if err != nil {
 				return nil, err
 			}
+			if _, isMachine := logic.(*MachineLogic); isMachine {
+				// A child machine's input goes into Go values (its init
+				// event), which Go code may read.
+				if sealer, ok := st.m.Impl.Host.(Sealer); ok {
+					input = sealer.Seal(st.rt, input)
+				}
+			}
 			child = newChild(st.actor, id, logic, input, a.SyncSnapshot)
 		}
 		s = s.clone()

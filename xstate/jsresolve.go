@@ -93,8 +93,9 @@ func paramsFn(f *jsFn, label string) *interp.Expr {
 }
 
 // inputExpr is the input of an invoked actor for the config reader: false
-// for a static value. The JavaScript value a function returns is kept for
-// its Go value, which the actor gets.
+// for a static value. What a function returns stays a JavaScript value
+// (jsLazy) for the actor's code, which starts in the step (a child
+// started after the step gets it converted: interp's sealStarts).
 func (r *jsResolver) inputExpr(v any) (*interp.Expr, bool) {
 	f, ok := v.(*jsFn)
 	if !ok {
@@ -106,7 +107,7 @@ func (r *jsResolver) inputExpr(v any) (*interp.Expr, bool) {
 		if err != nil {
 			return nil, err
 		}
-		return rt.keep(out), nil
+		return rt.lazy(out), nil
 	}}, true
 }
 
