@@ -22,9 +22,12 @@ type FuncAction struct {
 }
 
 // AssignAction updates the context (XState's assign()). Fn returns the
-// partial update, merged over the context as Object.assign does.
+// partial update, merged over the context as Object.assign does; Into,
+// used instead when set, sets the updated properties in ctx, a copy of the
+// context made for the new snapshot (a.Context is the context before).
 type AssignAction struct {
-	Fn func(a Args, params any) (map[string]any, error)
+	Fn   func(a Args, params any) (map[string]any, error)
+	Into func(a Args, params any, ctx map[string]any) error
 }
 
 // RaiseAction puts an event on the internal queue, or schedules it when it

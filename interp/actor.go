@@ -26,6 +26,10 @@ type Actor struct {
 	effects []Effect // reused by steps: effects are carried out at once
 	queue   []Event  // reused by steps for the internal queue
 	st      stepper  // the stepper of the step in progress
+	// held is the runtime the actor's Host lent it for the step in
+	// progress, and release gives it back; nil when it holds none.
+	held    any
+	release func()
 
 	// The state of a child that is not a machine.
 	input     any
@@ -70,10 +74,12 @@ type Host interface {
 	Acquire() (rt any, release func())
 }
 
-// Sealer is a Host whose code may leave values in a context that belong to
-// the runtime (so that they need not be converted between steps of one
-// macrostep). Seal converts them to plain Go values; it is called with the
-// runtime before it is released, at the end of every step.
+// Sealer is a Host whose code may leave values in a context (or params, or
+// a child's input) that belong to the runtime (so that they need not be
+// converted between steps of one macrostep). Seal converts them to plain
+// Go values; it is called with the runtime before it is released, at the
+// end of every step, for the context and params of a custom action and the
+// input of a child started past the step, and for a child machine's input.
 type Sealer interface {
 	Seal(rt any, v any) any
 }
@@ -115,10 +121,17 @@ func (a *Actor) init() {
 		}
 		return
 	}
-	rt, release := a.acquire()
+	rt, own := a.acquire()
 	snap, effects, err := a.m.initial(a, a.opts.Input, rt)
+	// The effects run when the actor starts, maybe in another runtime.
+	if a.opts.OnEmit != nil {
+		materialize(effects)
+	} else {
+		dropLazy(effects)
+	}
+	sealStarts(a.m, rt, effects)
 	snap = seal(a.m, rt, snap)
-	release()
+	a.releaseRuntime(own)
 	if err != nil {
 		snap = (&Snapshot{Machine: a.m, cfg: a.m.emptyConfig}).withStatus(StatusError, nil, err)
 	}
@@ -142,7 +155,7 @@ func newChild(parent *Actor, id string, logic ActorLogic, input any, sync bool) 
 		c.opts.Input = input
 		c.init()
 	case *TransitionLogic:
-		st, err := l.Initial(input)
+		st, err := l.Initial(c, input)
 		if err != nil {
 			c.status, c.err = StatusError, err
 		}
@@ -151,14 +164,45 @@ func newChild(parent *Actor, id string, logic ActorLogic, input any, sync bool) 
 	return c
 }
 
-func (a *Actor) acquire() (any, func()) {
+// acquire returns the runtime for a step of the actor, and whether the
+// actor holds it itself (releaseRuntime gives it back). An actor of a tree
+// runs on the goroutine of its root, so when the actor or an ancestor
+// already holds a runtime of the same Host (a parent whose step sends to
+// its children), the step shares it: values cross between them without
+// conversion.
+func (a *Actor) acquire() (any, bool) {
 	if a.m == nil || a.m.Impl.Host == nil {
-		return nil, noRelease
+		return nil, false
 	}
-	return a.m.Impl.Host.Acquire()
+	h := a.m.Impl.Host
+	if rt := a.HeldRuntime(h); rt != nil {
+		return rt, false
+	}
+	a.held, a.release = h.Acquire()
+	return a.held, true
 }
 
-func noRelease() {}
+// releaseRuntime gives back the runtime acquire lent the actor itself.
+func (a *Actor) releaseRuntime(own bool) {
+	if !own {
+		return
+	}
+	release := a.release
+	a.held, a.release = nil, nil
+	release()
+}
+
+// HeldRuntime returns the runtime of Host h that the actor or one of its
+// ancestors holds for a step in progress, or nil. The code of a child's
+// logic uses it rather than a runtime of its own.
+func (a *Actor) HeldRuntime(h Host) any {
+	for p := a; p != nil; p = p.parent {
+		if p.held != nil && p.m != nil && p.m.Impl.Host == h {
+			return p.held
+		}
+	}
+	return nil
+}
 
 // Machine returns the actor's machine (nil for a child that is not one).
 func (a *Actor) Machine() *Machine { return a.m }
@@ -193,10 +237,10 @@ func (a *Actor) Start() {
 	}
 	effects := a.pending
 	a.pending = nil
-	rt, release := a.acquire()
+	rt, own := a.acquire()
 	a.update(a.snap, effects, rt)
 	a.snap = seal(a.m, rt, a.snap)
-	release()
+	a.releaseRuntime(own)
 	if a.sync && a.snap.Status == StatusActive {
 		a.sendSnapshot()
 	}
@@ -245,10 +289,10 @@ func (a *Actor) drain() {
 }
 
 func (a *Actor) process(ev Event) {
-	rt, release := a.acquire()
+	rt, own := a.acquire()
 	next, effects, err := a.m.transition(a, a.snap, ev, rt)
 	if err != nil {
-		release()
+		a.releaseRuntime(own)
 		a.snap = a.snap.withStatus(StatusError, nil, err)
 		a.finish()
 		return
@@ -257,7 +301,7 @@ func (a *Actor) process(ev Event) {
 	if rt != nil {
 		a.snap = seal(a.m, rt, a.snap)
 	}
-	release()
+	a.releaseRuntime(own)
 	if a.sync && a.snap.Status == StatusActive {
 		a.sendSnapshot()
 	}
@@ -294,7 +338,11 @@ func (a *Actor) effect(e Effect) error {
 		}
 	case EffectEmit:
 		if a.opts.OnEmit != nil {
-			a.opts.OnEmit(e.Event)
+			ev := e.Event
+			if e.data != nil {
+				ev.Data = e.data()
+			}
+			a.opts.OnEmit(ev)
 		}
 	case EffectLog:
 		if a.opts.OnLog != nil {

@@ -51,6 +51,51 @@ type Effect struct {
 	// (nil: the actor itself), the child of EffectStart and EffectStop.
 	To   *Actor
 	exec func() error
+	// data makes the data of an emitted LazyEvent.
+	data func() map[string]any
+}
+
+// LazyEvent is an event to emit whose data is made only when a listener
+// gets it: an event no one listens to never is. Data is called at most
+// once, before the step's runtime is released.
+type LazyEvent struct {
+	Type string
+	Data func() map[string]any
+}
+
+// dropLazy forgets how to make the data of lazy emitted events, for an
+// actor that has no listener.
+func dropLazy(effects []Effect) {
+	for i := range effects {
+		if effects[i].data != nil { // cached effects are shared, and have none
+			effects[i].data = nil
+		}
+	}
+}
+
+// sealStarts converts what the step's runtime left in the input of the
+// children that effects start, for effects carried out once the runtime
+// is released.
+func sealStarts(m *Machine, rt any, effects []Effect) {
+	sealer, ok := m.Impl.Host.(Sealer)
+	if !ok {
+		return
+	}
+	for _, e := range effects {
+		if e.Kind == EffectStart && e.To != nil && e.To.input != nil {
+			e.To.input = sealer.Seal(rt, e.To.input)
+		}
+	}
+}
+
+// materialize makes the data of the lazy emitted events of effects that
+// outlive the step's runtime.
+func materialize(effects []Effect) {
+	for i := range effects {
+		if e := &effects[i]; e.data != nil {
+			e.Event.Data, e.data = e.data(), nil
+		}
+	}
 }
 
 // stepper carries what one macrostep needs besides the snapshot: the actor
@@ -81,6 +126,8 @@ func (m *Machine) Initial(input any) (*Snapshot, []Effect, error) {
 		defer release()
 	}
 	s, effects, err := m.initial(nil, input, rt)
+	materialize(effects)
+	sealStarts(m, rt, effects)
 	return seal(m, rt, s), effects, err
 }
 
@@ -103,11 +150,11 @@ func (m *Machine) initial(actor *Actor, input any, rt any) (*Snapshot, []Effect,
 			if err != nil {
 				return nil, nil, err
 			}
-			ctx := map[string]any{}
-			if obj, ok := v.(map[string]any); ok {
-				for k, x := range obj {
-					ctx[k] = x
-				}
+			// The object the function made is the context, as in XState
+			// (contexts are never changed in place).
+			ctx, ok := v.(map[string]any)
+			if !ok || ctx == nil {
+				ctx = map[string]any{}
 			}
 			s.Context = ctx
 		}
@@ -147,6 +194,8 @@ func (m *Machine) Transition(s *Snapshot, ev Event) (*Snapshot, []Effect, error)
 		defer release()
 	}
 	next, err := st.macrostep(s, ev)
+	materialize(st.effects)
+	sealStarts(m, st.rt, st.effects)
 	return seal(m, st.rt, next), st.effects, err
 }
 

@@ -29,8 +29,9 @@ type CallbackLogic struct {
 }
 
 // TransitionLogic is XState's fromTransition: a reducer over a context.
+// Initial gets the actor it makes the state of.
 type TransitionLogic struct {
-	Initial    func(input any) (any, error)
+	Initial    func(self *Actor, input any) (any, error)
 	Transition func(self *Actor, state any, ev Event) (any, error)
 }
 
@@ -134,6 +135,13 @@ func (st *stepper) resolveChildAction(s *Snapshot, ev Event, a Action, params an
 			input, err := st.eval(a.Input, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s, Runtime: st.rt}, nil)
 			if err != nil {
 				return nil, err
+			}
+			if _, isMachine := logic.(*MachineLogic); isMachine {
+				// A child machine's input goes into Go values (its init
+				// event), which Go code may read.
+				if sealer, ok := st.m.Impl.Host.(Sealer); ok {
+					input = sealer.Seal(st.rt, input)
+				}
 			}
 			child = newChild(st.actor, id, logic, input, a.SyncSnapshot)
 		}

@@ -71,20 +71,33 @@ func (st *stepper) resolveAction(s *Snapshot, ev Event, a Action, params any) (*
 			st.impure = true
 			return s, a.Fn(args, params)
 		}
+		if sealer, ok := st.m.Impl.Host.(Sealer); ok {
+			// The action runs after the step, maybe in another runtime.
+			args.Context, params = sealer.Seal(st.rt, args.Context), sealer.Seal(st.rt, params)
+		}
 		st.effects = append(st.effects, Effect{Kind: EffectExec, exec: func() error { return a.Fn(args, params) }})
 	case *AssignAction:
 		if s.Context == nil {
 			return nil, errors.New("Cannot assign to undefined `context`. Ensure that `context` is defined in the machine config.")
 		}
 		st.impure = true
-		update, err := a.Fn(st.args(s, ev), params)
-		if err != nil {
-			return nil, err
-		}
 		old, _ := s.Context.(map[string]any)
-		ctx := make(map[string]any, len(old)+len(update))
-		maps.Copy(ctx, old)
-		maps.Copy(ctx, update)
+		var ctx map[string]any
+		if a.Into != nil {
+			ctx = make(map[string]any, len(old)+1)
+			maps.Copy(ctx, old)
+			if err := a.Into(st.args(s, ev), params, ctx); err != nil {
+				return nil, err
+			}
+		} else {
+			update, err := a.Fn(st.args(s, ev), params)
+			if err != nil {
+				return nil, err
+			}
+			ctx = make(map[string]any, len(old)+len(update))
+			maps.Copy(ctx, old)
+			maps.Copy(ctx, update)
+		}
 		s = s.clone()
 		s.Context = ctx
 	case *RaiseAction:
@@ -121,6 +134,10 @@ func (st *stepper) resolveAction(s *Snapshot, ev Event, a Action, params any) (*
 		v, err := st.eval(a.Event, st.args(s, ev), params)
 		if err != nil {
 			return nil, err
+		}
+		if le, ok := v.(LazyEvent); ok {
+			st.effects = append(st.effects, Effect{Kind: EffectEmit, Event: Event{Type: le.Type}, data: le.Data})
+			break
 		}
 		e, err := toEvent(v, "emit")
 		if err != nil {

@@ -77,6 +77,8 @@ type funcResolver interface {
 	expr(v any) (*interp.Expr, bool)
 	// paramsExpr is expr for the params of a guard or action.
 	paramsExpr(v any) (*interp.Expr, bool)
+	// inputExpr is expr for the input of an invoked actor.
+	inputExpr(v any) (*interp.Expr, bool)
 	invokeSrc(v any) (interp.ActorLogic, bool)
 }
 
@@ -539,6 +541,16 @@ func (r *configReader) params(v any) *interp.Expr {
 	return interp.Static(plain(v))
 }
 
+// input is the input of an invoked actor: a value or a function.
+func (r *configReader) input(v any) *interp.Expr {
+	if r.fns != nil {
+		if e, ok := r.fns.inputExpr(v); ok {
+			return e
+		}
+	}
+	return interp.Static(plain(v))
+}
+
 func (r *configReader) guard(v any, sp string, line int, where string) interp.Guard {
 	switch x := v.(type) {
 	case string:
@@ -613,7 +625,7 @@ func (r *configReader) invokes(v any, sp string, line int) []*interp.InvokeDef {
 			r.errorf(sp, o.line, "invoke src must name an actor")
 		}
 		if iv, ok := o.get("input"); ok {
-			d.Input = r.params(iv)
+			d.Input = r.input(iv)
 		}
 		where := "invoke " + d.ID
 		if dv, ok := o.get("onDone"); ok {

@@ -7,24 +7,42 @@ import (
 )
 
 // The actor logics of fromPromise, fromCallback and fromTransition. Their
-// code runs outside the parent's steps, in a runtime of their own from the
-// module's pool.
+// code runs in the runtime their parent (or an ancestor) holds for the step
+// that starts them or sends them events, when there is one, so that values
+// cross without conversion; else in a runtime from the module's pool.
+
+// logicRuntime returns the runtime for the code of a child's logic, and
+// what gives it back when done.
+func (r *jsResolver) logicRuntime(self *interp.Actor) (*jsRuntime, func(), error) {
+	if self != nil {
+		if rt, ok := self.HeldRuntime(r.mod).(*jsRuntime); ok {
+			return rt, noRelease, nil
+		}
+	}
+	rt, err := r.mod.get()
+	if err != nil {
+		return nil, nil, err
+	}
+	return rt, rt.release, nil
+}
+
+func noRelease() {}
 
 func (r *jsResolver) promise(f *jsFn) interp.ActorLogic {
 	label := fnLabel("promise actor", f, "")
 	return &interp.PromiseLogic{Start: func(self *interp.Actor, input any, settle func(any, error)) error {
-		rt, err := r.mod.get()
+		rt, release, err := r.logicRuntime(self)
 		if err != nil {
 			return err
 		}
-		defer r.mod.put(rt)
+		defer release()
 		out, err := rt.callFn(f, label, rt.logicArgs(input, self))
 		if err != nil {
 			return err
 		}
 		p, isObj := out.(*goja.Object)
 		if !isObj {
-			settle(rt.fromJS(out), nil)
+			settle(rt.keep(out), nil)
 			return nil
 		}
 		// The call ran the job queue when it returned: a promise that
@@ -32,7 +50,7 @@ func (r *jsResolver) promise(f *jsFn) interp.ActorLogic {
 		if pr, ok := p.Export().(*goja.Promise); ok {
 			switch pr.State() {
 			case goja.PromiseStateFulfilled:
-				settle(rt.fromJS(pr.Result()), nil)
+				settle(rt.keep(pr.Result()), nil)
 				return nil
 			case goja.PromiseStateRejected:
 				settle(nil, rejection(rt, pr.Result()))
@@ -41,12 +59,12 @@ func (r *jsResolver) promise(f *jsFn) interp.ActorLogic {
 		}
 		then, _ := goja.AssertFunction(p.Get("then"))
 		if then == nil {
-			settle(rt.fromJS(out), nil)
+			settle(rt.keep(out), nil)
 			return nil
 		}
 		// The reactions run in the job queue when the call below returns.
 		onResolve := rt.vm.ToValue(func(call goja.FunctionCall) goja.Value {
-			settle(rt.fromJS(call.Argument(0)), nil)
+			settle(rt.keep(call.Argument(0)), nil)
 			return goja.Undefined()
 		})
 		onReject := rt.vm.ToValue(func(call goja.FunctionCall) goja.Value {
@@ -61,9 +79,10 @@ func (r *jsResolver) promise(f *jsFn) interp.ActorLogic {
 }
 
 // rejection converts a rejection reason to an error whose message is the
-// reason's message, and whose value is what event.error shows.
+// reason's message, and whose value is what event.error shows; code of the
+// runtime gets the reason itself.
 func rejection(rt *jsRuntime, v goja.Value) error {
-	e := &jsError{msg: v.String()}
+	e := &jsError{msg: v.String(), rt: rt, js: v}
 	if o, ok := v.(*goja.Object); ok {
 		if m := o.Get("message"); m != nil && !goja.IsUndefined(m) {
 			e.msg = m.String()
@@ -122,16 +141,16 @@ func (r *jsResolver) callback(f *jsFn) interp.ActorLogic {
 func (r *jsResolver) reducer(f *jsFn, initial any) interp.ActorLogic {
 	label := fnLabel("transition actor", f, "")
 	return &interp.TransitionLogic{
-		Initial: func(input any) (any, error) {
+		Initial: func(self *interp.Actor, input any) (any, error) {
 			fn, isFn := initial.(*jsFn)
 			if !isFn {
 				return plain(initial), nil
 			}
-			rt, err := r.mod.get()
+			rt, release, err := r.logicRuntime(self)
 			if err != nil {
 				return nil, err
 			}
-			defer r.mod.put(rt)
+			defer release()
 			args := rt.vm.NewObject()
 			_ = args.Set("input", rt.toJS(input))
 			out, err := rt.callFn(fn, label+" initial state", args)
@@ -141,12 +160,12 @@ func (r *jsResolver) reducer(f *jsFn, initial any) interp.ActorLogic {
 			return rt.keep(out), nil
 		},
 		Transition: func(self *interp.Actor, state any, ev interp.Event) (any, error) {
-			rt, err := r.mod.get()
+			rt, release, err := r.logicRuntime(self)
 			if err != nil {
 				return nil, err
 			}
-			defer r.mod.put(rt)
-			out, err := rt.callFn(f, label, rt.toJS(state), rt.toJS(ev))
+			defer release()
+			out, err := rt.callFn(f, label, rt.toJS(state), rt.eventJS(ev))
 			if err != nil {
 				return nil, err
 			}

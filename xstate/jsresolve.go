@@ -41,17 +41,23 @@ func callFn(f *jsFn, label string, a interp.Args, params any) (*jsRuntime, goja.
 	if err != nil {
 		return nil, nil, err
 	}
-	out, err := rt.callFn(f, label, rt.callArgs(a), rt.paramsJS(params))
+	c, ok := f.callable(rt)
+	if !ok {
+		return nil, nil, fmt.Errorf("%s is not a function", label)
+	}
+	out, err := rt.invoke2(c, label, rt.callArgs(a), rt.paramsJS(params))
 	return rt, out, err
 }
 
+// exprFn is an expression computed by f. The JavaScript value f returns is
+// kept for its Go value (a context, an output), which converts back to it.
 func (r *jsResolver) exprFn(f *jsFn, label string) *interp.Expr {
 	return &interp.Expr{Fn: func(a interp.Args, params any) (any, error) {
 		rt, out, err := callFn(f, label, a, params)
 		if err != nil {
 			return nil, err
 		}
-		return rt.fromJS(out), nil
+		return rt.keep(out), nil
 	}}
 }
 
@@ -73,18 +79,36 @@ func (r *jsResolver) paramsExpr(v any) (*interp.Expr, bool) {
 	return nil, false
 }
 
-// paramsFn computes params with f. The JavaScript value f returns is kept
-// for its Go value, which goes to the guard or action the params are for.
+// paramsFn computes params with f. What f returns stays a JavaScript
+// value (jsLazy) for the guard or action the params are for, which gets
+// the very object, as in XState; Go code gets it converted.
 func paramsFn(f *jsFn, label string) *interp.Expr {
 	return &interp.Expr{Fn: func(a interp.Args, params any) (any, error) {
 		rt, out, err := callFn(f, label, a, params)
 		if err != nil {
 			return nil, err
 		}
-		g := rt.fromJS(out)
-		rt.remember(g, out)
-		return g, nil
+		return rt.lazy(out), nil
 	}}
+}
+
+// inputExpr is the input of an invoked actor for the config reader: false
+// for a static value. What a function returns stays a JavaScript value
+// (jsLazy) for the actor's code, which starts in the step (a child
+// started after the step gets it converted: interp's sealStarts).
+func (r *jsResolver) inputExpr(v any) (*interp.Expr, bool) {
+	f, ok := v.(*jsFn)
+	if !ok {
+		return nil, false
+	}
+	label := fnLabel("function", f, "")
+	return &interp.Expr{Fn: func(a interp.Args, params any) (any, error) {
+		rt, out, err := callFn(f, label, a, params)
+		if err != nil {
+			return nil, err
+		}
+		return rt.lazy(out), nil
+	}}, true
 }
 
 func (r *jsResolver) expr(v any) (*interp.Expr, bool) {
@@ -106,6 +130,49 @@ func (r *jsResolver) value(v any, label string) *interp.Expr {
 		return r.exprFn(f, label)
 	}
 	return interp.Static(plain(v))
+}
+
+// event is the event of a raise, emit or sendTo: an object, or a function
+// of ({context, event}, params) returning one, whose object becomes the
+// Event directly (eventOf).
+func (r *jsResolver) event(v any, label string) *interp.Expr {
+	f, ok := v.(*jsFn)
+	if !ok {
+		return r.value(v, label)
+	}
+	return &interp.Expr{Fn: func(a interp.Args, params any) (any, error) {
+		rt, out, err := callFn(f, label, a, params)
+		if err != nil {
+			return nil, err
+		}
+		if o := plainObject(out); o != nil {
+			if ev, ok := rt.eventOf(o); ok {
+				return ev, nil
+			}
+		}
+		return rt.fromJS(out), nil
+	}}
+}
+
+// emitted is the event of an emit: as event, but an object a function
+// returns becomes a LazyEvent, converted only for a listener.
+func (r *jsResolver) emitted(v any, label string) *interp.Expr {
+	f, ok := v.(*jsFn)
+	if !ok {
+		return r.value(v, label)
+	}
+	return &interp.Expr{Fn: func(a interp.Args, params any) (any, error) {
+		rt, out, err := callFn(f, label, a, params)
+		if err != nil {
+			return nil, err
+		}
+		if o := plainObject(out); o != nil {
+			if ev, ok := rt.lazyEvent(o); ok {
+				return ev, nil
+			}
+		}
+		return rt.fromJS(out), nil
+	}}
 }
 
 func (r *jsResolver) guard(v any) (interp.Guard, bool, error) {
@@ -227,14 +294,14 @@ func (r *jsResolver) marker(x *jsMarker, name string) (interp.Action, error) {
 	case "assign":
 		return r.assign(x.get("assignment"), label("assign"))
 	case "raise":
-		a := &interp.RaiseAction{Event: r.value(x.get("event"), label("raise event")), ID: r.value(x.get("id"), label("raise id"))}
+		a := &interp.RaiseAction{Event: r.event(x.get("event"), label("raise event")), ID: r.value(x.get("id"), label("raise id"))}
 		a.Delay, a.DelayName = r.delay(x.get("delay"))
 		if a.Event == nil {
 			return nil, errors.New("raise() needs an event")
 		}
 		return a, nil
 	case "emit":
-		return &interp.EmitAction{Event: r.value(x.get("event"), label("emit event"))}, nil
+		return &interp.EmitAction{Event: r.emitted(x.get("event"), label("emit event"))}, nil
 	case "log":
 		lbl, _ := x.get("label").(string)
 		val := r.value(x.get("value"), label("log"))
@@ -247,7 +314,7 @@ func (r *jsResolver) marker(x *jsMarker, name string) (interp.Action, error) {
 	case "sendTo", "sendParent", "forwardTo":
 		a := &interp.SendToAction{Parent: x.kind == "sendParent", ID: r.value(x.get("id"), label(x.kind+" id"))}
 		if x.kind != "forwardTo" {
-			a.Event = r.value(x.get("event"), label(x.kind+" event"))
+			a.Event = r.event(x.get("event"), label(x.kind+" event"))
 			if a.Event == nil {
 				return nil, fmt.Errorf("%s() needs an event", x.kind)
 			}
@@ -307,12 +374,13 @@ func (r *jsResolver) target(v any, label string) *interp.Expr {
 func (r *jsResolver) assign(v any, label string) (interp.Action, error) {
 	switch x := v.(type) {
 	case *jsFn:
-		return &interp.AssignAction{Fn: func(a interp.Args, params any) (map[string]any, error) {
+		return &interp.AssignAction{Into: func(a interp.Args, params any, ctx map[string]any) error {
 			rt, out, err := callFn(x, label, a, params)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			return rt.partialUpdate(out), nil
+			rt.partialUpdate(out, ctx)
+			return nil
 		}}, nil
 	case *object:
 		keys := x.keys
@@ -339,20 +407,19 @@ func assignProps(keys []string, fns []*jsFn, static []any, label string) interp.
 			labels[i] = label + " of '" + k + "'"
 		}
 	}
-	return &interp.AssignAction{Fn: func(a interp.Args, params any) (map[string]any, error) {
-		out := make(map[string]any, len(keys))
+	return &interp.AssignAction{Into: func(a interp.Args, params any, ctx map[string]any) error {
 		for i, k := range keys {
 			if fns[i] == nil {
-				out[k] = static[i]
+				ctx[k] = static[i]
 				continue
 			}
 			rt, v, err := callFn(fns[i], labels[i], a, params)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			out[k] = rt.lazy(v)
+			ctx[k] = rt.lazy(v)
 		}
-		return out, nil
+		return nil
 	}}
 }
 
@@ -365,37 +432,39 @@ func (r *jsResolver) enqueue(f *jsFn, label string) interp.Action {
 		if err != nil {
 			return nil, err
 		}
-		var queued []queuedAction
-		var failed error
-		prevQueue, prevCheck := rt.queued, rt.checkFn
-		defer func() { rt.queued, rt.checkFn = prevQueue, prevCheck }()
-		rt.queued = &queued
-		rt.checkFn = func(gv goja.Value) (bool, error) {
-			g, err := r.checked(rt, gv)
-			if err == nil {
-				var pass bool
-				if pass, err = check(g); err == nil {
-					return pass, nil
-				}
-			}
-			if failed == nil {
-				failed = err
-			}
-			return false, failed
+		// The actions of this call go after those of the calls around it
+		// in the runtime's queue (enqueueActions may nest).
+		start := len(rt.queue)
+		defer func() { clear(rt.queue[start:]); rt.queue = rt.queue[:start] }()
+		prev := rt.enq
+		defer func() { rt.enq = prev }()
+		for len(rt.enqCalls) <= rt.depth {
+			rt.enqCalls = append(rt.enqCalls, &enqueueCall{})
 		}
+		call := rt.enqCalls[rt.depth]
+		*call = enqueueCall{r: r, check: check}
+		defer func() { *call = enqueueCall{} }()
+		rt.enq = call
 		args := rt.enqueueArgs(a)
 		if _, err := rt.callFn(f, label, args); err != nil {
-			if failed != nil {
-				return nil, failed
+			if call.failed != nil {
+				return nil, call.failed
 			}
 			return nil, err
 		}
-		w := &walker{rt: rt, direct: true}
+		rt.enq = prev
+		queued := rt.queue[start:]
+		var w *walker
 		actions := make([]interp.Action, 0, len(queued))
 		for _, q := range queued {
-			act, err := r.queuedAction(rt, w, q)
-			if err != nil {
-				return nil, err
+			act := quickQueued(rt, q)
+			if act == nil {
+				if w == nil {
+					w = &walker{rt: rt, direct: true}
+				}
+				if act, err = r.queuedAction(w, q); err != nil {
+					return nil, err
+				}
 			}
 			actions = append(actions, act)
 		}
@@ -403,10 +472,33 @@ func (r *jsResolver) enqueue(f *jsFn, label string) interp.Action {
 	}}
 }
 
+// enqueueCall is the state of an enqueueActions function that runs: what
+// check() evaluates guards with, and the first error of a check().
+type enqueueCall struct {
+	r      *jsResolver
+	check  func(interp.Guard) (bool, error)
+	failed error
+}
+
+// checkGuard is check(gv) for the call.
+func (c *enqueueCall) checkGuard(rt *jsRuntime, gv goja.Value) (bool, error) {
+	g, err := c.r.checked(rt, gv)
+	if err == nil {
+		var pass bool
+		if pass, err = c.check(g); err == nil {
+			return pass, nil
+		}
+	}
+	if c.failed == nil {
+		c.failed = err
+	}
+	return false, c.failed
+}
+
 // checked converts the argument of check(): a guard's name, or a guard.
 func (r *jsResolver) checked(rt *jsRuntime, gv goja.Value) (interp.Guard, error) {
 	if goja.IsString(gv) {
-		return &interp.NamedGuard{Type: gv.String()}, nil
+		return rt.namedGuard(gv.String()), nil
 	}
 	if g := namedGuardJS(rt, gv); g != nil {
 		return g, nil
@@ -423,9 +515,38 @@ func (r *jsResolver) checked(rt *jsRuntime, gv goja.Value) (interp.Guard, error)
 	return g, nil
 }
 
+// namedAction returns the action enqueue() makes of an action's name,
+// made once per name (actions are not changed).
+func (rt *jsRuntime) namedAction(name string) *interp.NamedAction {
+	if a, ok := rt.actions[name]; ok {
+		return a
+	}
+	a := &interp.NamedAction{Type: name}
+	if rt.actions == nil || len(rt.actions) >= maxIDs {
+		rt.actions = map[string]*interp.NamedAction{}
+	}
+	rt.actions[name] = a
+	return a
+}
+
+// namedGuard returns the guard check() makes of a guard's name, made once
+// per name (guards are not changed).
+func (rt *jsRuntime) namedGuard(name string) *interp.NamedGuard {
+	if g, ok := rt.guards[name]; ok {
+		return g
+	}
+	g := &interp.NamedGuard{Type: name}
+	if rt.guards == nil || len(rt.guards) >= maxIDs {
+		rt.guards = map[string]*interp.NamedGuard{}
+	}
+	rt.guards[name] = g
+	return g
+}
+
 // namedGuardJS converts {type, params} with static params directly, or
-// returns nil. The params' JavaScript value is kept for their Go value, so
-// the guard gets the very object it was given, as in XState.
+// returns nil. The params stay a JavaScript value (the guard is evaluated
+// at once, in this runtime), so the guard gets the very object it was
+// given, as in XState.
 func namedGuardJS(rt *jsRuntime, v goja.Value) *interp.NamedGuard {
 	o := plainObject(v)
 	if o == nil {
@@ -443,9 +564,7 @@ func namedGuardJS(rt *jsRuntime, v goja.Value) *interp.NamedGuard {
 	if _, isFn := goja.AssertFunction(p); isFn {
 		return nil
 	}
-	pv := rt.fromJS(p)
-	rt.remember(pv, p)
-	g.Params = interp.Static(pv)
+	g.Params = interp.Static(rt.lazy(p))
 	return g
 }
 
@@ -582,10 +701,7 @@ var creatorFields = map[string][]string{
 
 // queuedAction converts an enqueued action, building the description of
 // enqueue.assign(...) and the like in Go rather than in the runtime.
-func (r *jsResolver) queuedAction(rt *jsRuntime, w *walker, q queuedAction) (interp.Action, error) {
-	if act := quickQueued(rt, q); act != nil {
-		return act, nil
-	}
+func (r *jsResolver) queuedAction(w *walker, q queuedAction) (interp.Action, error) {
 	if q.kind == "" {
 		v, err := w.walk(q.args[0], 0)
 		if err != nil {
@@ -641,7 +757,7 @@ func (r *jsResolver) queuedAction(rt *jsRuntime, w *walker, q queuedAction) (int
 func quickQueued(rt *jsRuntime, q queuedAction) interp.Action {
 	if q.kind == "" {
 		if goja.IsString(q.args[0]) {
-			return &interp.NamedAction{Type: q.args[0].String()}
+			return rt.namedAction(q.args[0].String())
 		}
 		return nil
 	}
@@ -653,14 +769,52 @@ func quickQueued(rt *jsRuntime, q queuedAction) interp.Action {
 	case "assign":
 		return rt.assignment(o)
 	case "emit":
-		return &interp.EmitAction{Event: interp.Static(rt.fromJS(o))}
+		if ev, ok := rt.lazyEvent(o); ok {
+			return &interp.EmitAction{Event: interp.Static(ev)}
+		}
 	case "raise":
 		if len(q.args) > 1 && !goja.IsUndefined(q.args[1]) {
 			return nil // options
 		}
-		return &interp.RaiseAction{Event: interp.Static(rt.fromJS(o))}
+		if ev, ok := rt.eventOf(o); ok {
+			return &interp.RaiseAction{Event: interp.Static(ev)}
+		}
 	}
 	return nil
+}
+
+// lazyEvent is an event object to emit as a LazyEvent, or false when it
+// has no string type: a listener gets its data as the object holds it
+// when the event is emitted, as in XState, where listeners get the object.
+func (rt *jsRuntime) lazyEvent(o *goja.Object) (interp.LazyEvent, bool) {
+	t := o.Get("type")
+	if t == nil || !goja.IsString(t) {
+		return interp.LazyEvent{}, false
+	}
+	return interp.LazyEvent{Type: t.String(), Data: func() map[string]any {
+		ev, _ := rt.eventOf(o)
+		return ev.Data
+	}}, true
+}
+
+// eventOf converts an event object to an Event, or reports false when it
+// has no string type. The object is remembered for the event's data, so
+// code the event goes to gets that very object (eventJS), as in XState.
+func (rt *jsRuntime) eventOf(o *goja.Object) (interp.Event, bool) {
+	m, ok := rt.fromJS(o).(map[string]any) // a map of its own
+	if !ok {
+		return interp.Event{}, false
+	}
+	t, ok := m["type"].(string)
+	if !ok {
+		return interp.Event{}, false
+	}
+	delete(m, "type")
+	if len(m) == 0 {
+		return interp.Event{Type: t}, true
+	}
+	rt.remember(m, o)
+	return interp.Event{Type: t, Data: m}, true
 }
 
 // plainObject returns v if it is an ordinary object: not a function, an
@@ -679,32 +833,24 @@ func plainObject(v goja.Value) *goja.Object {
 	return o
 }
 
-// assignment makes assign(o) for an object o: its functions are called
-// when the action runs, its other values are converted now.
+// assignment makes assign(o) for an object o. As XState's assign, it reads
+// o when the action runs: its functions are called with the action's
+// ({context, event, ...}, params), its other values are taken as they are.
 func (rt *jsRuntime) assignment(o *goja.Object) interp.Action {
-	keys := jsKeyOrder(o.Keys())
-	fns := make([]*jsFn, 0, len(keys))
-	static := make([]any, 0, len(keys))
-	n := 0
-	for _, k := range keys {
-		v := o.Get(k)
-		if v == nil || goja.IsUndefined(v) {
-			continue
-		}
-		var f *jsFn
-		var x any
-		if fo, ok := v.(*goja.Object); ok {
-			if _, isFn := goja.AssertFunction(fo); isFn {
-				f = &jsFn{direct: fo}
+	return &interp.AssignAction{Into: func(a interp.Args, params any, ctx map[string]any) error {
+		for _, k := range jsKeyOrder(o.Keys()) {
+			v := o.Get(k)
+			if v == nil || goja.IsUndefined(v) {
+				continue
 			}
+			if f, isFn := goja.AssertFunction(v); isFn {
+				var err error
+				if v, err = rt.invoke2(f, "assign of '"+k+"'", rt.callArgs(a), rt.paramsJS(params)); err != nil {
+					return err
+				}
+			}
+			ctx[k] = rt.lazy(v)
 		}
-		if f == nil {
-			x = rt.fromJS(v)
-		}
-		keys[n] = k
-		n++
-		fns = append(fns, f)
-		static = append(static, x)
-	}
-	return assignProps(keys[:n], fns, static, "assign")
+		return nil
+	}}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -57,9 +58,12 @@ type jsRuntime struct {
 	// release gives the runtime back to the module's pool.
 	release func()
 
-	// started is when the running top-level call began (UnixNano), 0 when
-	// none runs: the module's watchdog interrupts calls that run too long.
-	started atomic.Int64
+	// calls counts the top-level calls begun and ended: it is odd while
+	// one runs. The module's watchdog interrupts a call it sees running
+	// for as many ticks as make the time limit; seen and ticks are the
+	// watchdog's (under the module's lock).
+	calls       atomic.Uint64
+	seen, ticks uint64
 	// the last self converted.
 	lastSelf   *interp.Actor
 	lastSelfJS goja.Value
@@ -68,17 +72,32 @@ type jsRuntime struct {
 	// the call in progress.
 	enqueue *goja.Object
 	check   goja.Value
-	queued  *[]queuedAction
-	checkFn func(goja.Value) (bool, error)
+	// queue holds the actions enqueued by the enqueueActions calls in
+	// progress, innermost last; enq is the function that runs (nil when
+	// none), enqCalls the states of such calls by depth, reused.
+	queue    []queuedAction
+	enq      *enqueueCall
+	enqCalls []*enqueueCall
+	// qargs backs the arguments of queued actions.
+	qargs []goja.Value
+	// guards and actions are those check() and enqueue() made of names.
+	guards  map[string]*interp.NamedGuard
+	actions map[string]*interp.NamedAction
 	// ids maps Go maps and slices (contexts are never changed in place)
 	// to the JavaScript values they were converted from or to, so that a
 	// value crosses between Go and this runtime once.
 	ids, oldIDs map[unsafe.Pointer]idEntry
+	// last is the entry cached found last (it keeps its Go value, whose
+	// address lastID is, alive), with the length it had.
+	last    idEntry
+	lastID  unsafe.Pointer
+	lastLen int
 	// argObjs are the argument objects of calls, by depth; events are
 	// the conversions of events without data, by type.
-	argObjs    []*argObj
-	enqArgObjs []*argObj // the same for enqueueActions functions
-	logicArg   *argObj   // the same for promise creators
+	argObjs    []*argsObj
+	enqArgObjs []*argsObj       // the same for enqueueActions functions
+	argBufs    []*[2]goja.Value // arguments of calls, by depth (invoke2)
+	logicArg   *argsObj         // the same for promise creators
 	events     map[string]goja.Value
 }
 
@@ -114,6 +133,11 @@ func (rt *jsRuntime) cached(v any) goja.Value {
 	if !ok {
 		return nil
 	}
+	// The last value looked up, most often the one looked up again (the
+	// context and event of the calls of a step).
+	if p == rt.lastID && n == rt.lastLen {
+		return rt.last.js
+	}
 	e, hit := rt.ids[p]
 	if !hit {
 		if e, hit = rt.oldIDs[p]; !hit {
@@ -123,6 +147,7 @@ func (rt *jsRuntime) cached(v any) goja.Value {
 	if _, m, _ := identity(e.goVal); m != n {
 		return nil
 	}
+	rt.lastID, rt.lastLen, rt.last = p, n, e
 	return e.js
 }
 
@@ -133,71 +158,77 @@ func (rt *jsRuntime) remember(v any, js goja.Value) {
 	}
 	if rt.ids == nil || len(rt.ids) >= maxIDs {
 		rt.oldIDs = rt.ids
-		rt.ids = make(map[unsafe.Pointer]idEntry, 64)
+		rt.ids = make(map[unsafe.Pointer]idEntry, maxIDs) // no growth in a generation
 	}
 	rt.ids[p] = idEntry{v, js}
+	if p == rt.lastID {
+		rt.lastID = nil
+	}
 }
 
-// jsLazy is a value an assign left in the context that is still a
-// JavaScript value of the runtime of the step; it is converted when the
-// step ends (Seal), or when Go code reads the context.
+// jsLazy is a value an assign left in the context, or params, that is
+// still a JavaScript value of the runtime of the step; it is converted when
+// the step ends (Seal), or when Go code gets it (plainArgs, plainValue).
 type jsLazy struct {
 	rt *jsRuntime
 	v  goja.Value
 }
 
-// Seal converts the JavaScript values a step left in a context to Go
-// values (interp.Sealer).
-func (m *jsModule) Seal(rt any, v any) any {
-	r, _ := rt.(*jsRuntime)
-	return sealContext(r, v)
+// Seal converts the JavaScript values a step left in a context, or a lazy
+// value (params), to Go values (interp.Sealer). A context is sealed in
+// place: a context with such values is one the step made (by an assign)
+// and no one else has seen, and the Go values stand for the same values,
+// so the context's JavaScript object, if the step made one, stands for the
+// sealed context too.
+func (m *jsModule) Seal(_ any, v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if l, lazy := e.(*jsLazy); lazy {
+				x[k] = l.seal()
+			}
+		}
+	case *jsLazy:
+		return x.seal()
+	}
+	return v
 }
 
-// sealContext converts the JavaScript values left in a context; rt, when
-// given, is the step's runtime, whose conversion of the context is kept
-// for the sealed one.
-func sealContext(rt *jsRuntime, v any) any {
-	ctx, ok := v.(map[string]any)
+// seal converts a lazy value to Go; the conversion is remembered, so the
+// runtime gives back the same JavaScript value for it.
+func (l *jsLazy) seal() any {
+	g := l.rt.fromJS(l.v)
+	l.rt.remember(g, l.v)
+	return g
+}
+
+// plainValue returns a value that may be lazy (params) as a Go value.
+func plainValue(v any) any {
+	if l, lazy := v.(*jsLazy); lazy {
+		return l.seal()
+	}
+	return v
+}
+
+// plainArgs returns a's context with no JavaScript values left in it, for
+// Go code: a copy when it has some (JavaScript code later in the step
+// still gets the very values).
+func plainArgs(a interp.Args) interp.Args {
+	ctx, ok := a.Context.(map[string]any)
 	if !ok {
-		return v
+		return a
 	}
 	var out map[string]any
 	for k, x := range ctx {
 		if l, lazy := x.(*jsLazy); lazy {
 			if out == nil {
-				out = make(map[string]any, len(ctx))
-				for k2, x2 := range ctx {
-					out[k2] = x2
-				}
+				out = maps.Clone(ctx)
 			}
-			g := l.rt.fromJS(l.v)
-			l.rt.remember(g, l.v)
-			out[k] = g
+			out[k] = l.seal()
 		}
 	}
-	if out == nil {
-		return v
-	}
-	// The step's JavaScript object for the context, if it made one, stands
-	// for the sealed context too: they hold the same values.
-	if rt != nil {
-		if js := rt.cached(ctx); js != nil {
-			rt.remember(out, js)
-		}
-	}
-	return out
-}
-
-// plainArgs returns a's context with no JavaScript values left in it, for
-// Go code.
-func plainArgs(a interp.Args) interp.Args {
-	if ctx, ok := a.Context.(map[string]any); ok {
-		for _, x := range ctx {
-			if _, lazy := x.(*jsLazy); lazy {
-				a.Context = sealContext(nil, ctx)
-				break
-			}
-		}
+	if out != nil {
+		a.Context = out
 	}
 	return a
 }
@@ -307,7 +338,7 @@ func (rt *jsRuntime) enter() bool {
 	top := rt.depth == 0
 	rt.depth++
 	if top && rt.mod.timeout > 0 {
-		rt.started.Store(time.Now().UnixNano())
+		rt.calls.Add(1)
 		rt.mod.watch()
 	}
 	return top
@@ -319,7 +350,7 @@ func (rt *jsRuntime) leave(top bool, err *error) {
 	rt.depth--
 	if top && rt.mod.timeout > 0 {
 		rt.mod.mu.Lock() // the watchdog interrupts under this lock
-		rt.started.Store(0)
+		rt.calls.Add(1)
 		rt.mod.mu.Unlock()
 		rt.vm.ClearInterrupt()
 	}
@@ -343,15 +374,20 @@ func (m *jsModule) watch() {
 		tick := time.NewTicker(m.timeout / 10)
 		defer tick.Stop()
 		idle := 0
-		for now := range tick.C {
+		for range tick.C {
 			busy := false
 			m.mu.Lock()
 			for _, rt := range m.all {
-				if t := rt.started.Load(); t != 0 {
-					busy = true
-					if now.UnixNano()-t > int64(m.timeout) {
-						rt.vm.Interrupt(ErrInterrupted)
-					}
+				c := rt.calls.Load()
+				if c%2 == 0 {
+					continue
+				}
+				busy = true
+				if c != rt.seen {
+					rt.seen, rt.ticks = c, 0
+				} else if rt.ticks++; rt.ticks >= 10 {
+					// Seen running at 11 ticks: for longer than the limit.
+					rt.vm.Interrupt(ErrInterrupted)
 				}
 			}
 			m.mu.Unlock()
@@ -396,6 +432,20 @@ func (rt *jsRuntime) invoke(f goja.Callable, what string, args []goja.Value) (ou
 	return out, nil
 }
 
+// invoke2 is invoke with two arguments, passed in a slice of the runtime
+// for the depth of the call (goja copies the arguments of a JavaScript
+// function; those of the runtime's native functions are not kept).
+func (rt *jsRuntime) invoke2(f goja.Callable, what string, a0, a1 goja.Value) (goja.Value, error) {
+	for len(rt.argBufs) <= rt.depth {
+		rt.argBufs = append(rt.argBufs, new([2]goja.Value))
+	}
+	buf := rt.argBufs[rt.depth]
+	buf[0], buf[1] = a0, a1
+	out, err := rt.invoke(f, what, buf[:])
+	buf[0], buf[1] = nil, nil
+	return out, err
+}
+
 // run calls f as guard would run it, without making a closure.
 func (rt *jsRuntime) run(f goja.Callable, args []goja.Value, out *goja.Value) (err error) {
 	defer rt.leave(rt.enter(), &err)
@@ -409,6 +459,9 @@ type jsError struct {
 	msg   string
 	value any // the thrown value, as a Go value
 	cause error
+	// js is the thrown value in runtime rt, when known.
+	rt *jsRuntime
+	js goja.Value
 }
 
 func (e *jsError) Error() string { return e.msg }
@@ -495,6 +548,9 @@ func (rt *jsRuntime) toJS(v any) goja.Value {
 		}
 		return o
 	case *jsError:
+		if x.js != nil && x.rt == rt {
+			return x.js
+		}
 		if x.value != nil {
 			return rt.toJS(x.value)
 		}
@@ -544,7 +600,7 @@ func (rt *jsRuntime) fromJSDepth(v goja.Value, depth int) any {
 	}
 	o, isObj := v.(*goja.Object)
 	if !isObj {
-		return normalize(v.Export())
+		return primitive(v)
 	}
 	if _, isFn := goja.AssertFunction(o); isFn {
 		return nil
@@ -583,6 +639,37 @@ func (rt *jsRuntime) fromJSDepth(v goja.Value, depth int) any {
 	return m
 }
 
+// primitive converts a value that is not an object as normalize(Export())
+// does, a number without the int64 Export makes of it.
+func primitive(v goja.Value) any {
+	if goja.IsNumber(v) {
+		f := v.ToFloat()
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil
+		}
+		return number(f)
+	}
+	return normalize(v.Export())
+}
+
+// smallNumbers holds the integers 0 to 1023 as float64 in interfaces,
+// made once and only read: converting such a number to `any` allocates
+// none.
+var smallNumbers = func() (t [1024]any) {
+	for i := range t {
+		t[i] = float64(i)
+	}
+	return t
+}()
+
+// number returns f as `any`, without allocating for a small integer.
+func number(f float64) any {
+	if f >= 0 && f < float64(len(smallNumbers)) && f == math.Trunc(f) && !math.Signbit(f) {
+		return smallNumbers[int(f)]
+	}
+	return f
+}
+
 // normalize turns what goja's Export gives into JSON-like values, as
 // JSON.stringify would: integers become float64, NaN and infinities null,
 // functions and undefined are dropped from objects (null in arrays).
@@ -591,14 +678,14 @@ func normalize(v any) any {
 	case nil, bool, string:
 		return x
 	case int64:
-		return float64(x)
+		return number(float64(x))
 	case int:
-		return float64(x)
+		return number(float64(x))
 	case float64:
 		if math.IsNaN(x) || math.IsInf(x, 0) {
 			return nil
 		}
-		return x
+		return v
 	case map[string]any:
 		for k, e := range x {
 			switch e.(type) {
@@ -626,6 +713,8 @@ func normalize(v any) any {
 		return x.UTC().Format("2006-01-02T15:04:05.000Z")
 	case *selfObj:
 		return x.plain()
+	case *argsObj:
+		return x.plain()
 	}
 	if isDropped(v) {
 		return nil
@@ -648,7 +737,7 @@ func isDropped(v any) bool {
 // costs most in goja.
 func (rt *jsRuntime) callArgs(a interp.Args) *goja.Object {
 	for len(rt.argObjs) <= rt.depth {
-		rt.argObjs = append(rt.argObjs, &argObj{o: rt.vm.NewObject()})
+		rt.argObjs = append(rt.argObjs, rt.newArgs(false))
 	}
 	return rt.fillArgs(rt.argObjs[rt.depth], a)
 }
@@ -657,11 +746,7 @@ func (rt *jsRuntime) callArgs(a interp.Args) *goja.Object {
 // argument of an enqueueActions function, reused as callArgs' are.
 func (rt *jsRuntime) enqueueArgs(a interp.Args) *goja.Object {
 	for len(rt.enqArgObjs) <= rt.depth {
-		enq, check := rt.enqueueFns()
-		o := rt.vm.NewObject()
-		_ = o.Set("enqueue", enq)
-		_ = o.Set("check", check)
-		rt.enqArgObjs = append(rt.enqArgObjs, &argObj{o: o})
+		rt.enqArgObjs = append(rt.enqArgObjs, rt.newArgs(true))
 	}
 	return rt.fillArgs(rt.enqArgObjs[rt.depth], a)
 }
@@ -671,53 +756,143 @@ func (rt *jsRuntime) enqueueArgs(a interp.Args) *goja.Object {
 func (rt *jsRuntime) logicArgs(input any, self *interp.Actor) *goja.Object {
 	ao := rt.logicArg
 	if ao == nil || rt.depth > 0 {
-		ao = &argObj{o: rt.vm.NewObject()}
+		ao = rt.newArgs(false)
 		if rt.depth == 0 {
 			rt.logicArg = ao
 		}
 	}
-	_ = ao.o.Set("input", rt.toJS(input))
-	if sv := rt.selfJS(self); sv != ao.self {
-		_ = ao.o.Set("self", sv)
-		ao.self = sv
-	}
+	ao.input = rt.toJS(input)
+	ao.self = rt.selfJS(self)
 	return ao.o
 }
 
-// argObj is a reused argument object and what it holds.
-type argObj struct {
-	o             *goja.Object
-	ctx, ev, self goja.Value
-	input         bool // input is set
+// argsObj is a reused argument object: a dynamic object whose properties
+// are Go fields, set for each call without goja's property machinery
+// (nil: absent). Properties that code sets on it are kept in extra.
+type argsObj struct {
+	rt                   *jsRuntime
+	o                    *goja.Object
+	ctx, ev, self, input goja.Value
+	enqueue, check       goja.Value
+	extra                map[string]goja.Value
+}
+
+// newArgs makes an argument object; enqueue gives it enqueueActions'
+// enqueue and check.
+func (rt *jsRuntime) newArgs(enqueue bool) *argsObj {
+	ao := &argsObj{rt: rt}
+	if enqueue {
+		enq, check := rt.enqueueFns()
+		ao.enqueue, ao.check = enq, check
+	}
+	ao.o = rt.vm.NewDynamicObject(ao)
+	return ao
+}
+
+// field returns the Go field of a property, or nil for another property.
+func (ao *argsObj) field(key string) *goja.Value {
+	switch key {
+	case "context":
+		return &ao.ctx
+	case "event":
+		return &ao.ev
+	case "self":
+		return &ao.self
+	case "input":
+		return &ao.input
+	case "enqueue":
+		return &ao.enqueue
+	case "check":
+		return &ao.check
+	}
+	return nil
+}
+
+// Get returns a property (goja.DynamicObject).
+func (ao *argsObj) Get(key string) goja.Value {
+	if f := ao.field(key); f != nil {
+		return *f
+	}
+	return ao.extra[key]
+}
+
+// Set sets a property (goja.DynamicObject).
+func (ao *argsObj) Set(key string, v goja.Value) bool {
+	if f := ao.field(key); f != nil {
+		*f = v
+		return true
+	}
+	if ao.extra == nil {
+		ao.extra = map[string]goja.Value{}
+	}
+	ao.extra[key] = v
+	return true
+}
+
+// Has reports whether the object has a property (goja.DynamicObject).
+func (ao *argsObj) Has(key string) bool {
+	if f := ao.field(key); f != nil {
+		return *f != nil
+	}
+	_, ok := ao.extra[key]
+	return ok
+}
+
+// Delete deletes a property (goja.DynamicObject).
+func (ao *argsObj) Delete(key string) bool {
+	if f := ao.field(key); f != nil {
+		*f = nil
+		return true
+	}
+	delete(ao.extra, key)
+	return true
+}
+
+// Keys lists the properties (goja.DynamicObject), in the order a plain
+// object made for the call would have them.
+func (ao *argsObj) Keys() []string {
+	var keys []string
+	for _, k := range [...]string{"enqueue", "check", "context", "event", "self", "input"} {
+		if *ao.field(k) != nil {
+			keys = append(keys, k)
+		}
+	}
+	for k := range ao.extra {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys[len(keys)-len(ao.extra):])
+	return keys
+}
+
+// plain is the object as JSON shows it (its functions left out).
+func (ao *argsObj) plain() map[string]any {
+	m := map[string]any{}
+	for _, k := range ao.Keys() {
+		if v := ao.Get(k); !isFunction(v) {
+			m[k] = ao.rt.fromJS(v)
+		}
+	}
+	return m
+}
+
+func isFunction(v goja.Value) bool {
+	_, isFn := goja.AssertFunction(v)
+	return isFn
 }
 
 // fillArgs sets the context, event, self and input of a's call in a
-// reused argument object, leaving what it already holds.
-func (rt *jsRuntime) fillArgs(ao *argObj, a interp.Args) *goja.Object {
-	o := ao.o
-	if c := rt.contextJS(a.Context); c != ao.ctx {
-		_ = o.Set("context", c)
-		ao.ctx = c
-	}
-	if e := rt.eventJS(a.Event); e != ao.ev {
-		_ = o.Set("event", e)
-		ao.ev = e
-	}
+// reused argument object.
+func (rt *jsRuntime) fillArgs(ao *argsObj, a interp.Args) *goja.Object {
+	ao.ctx = rt.contextJS(a.Context)
+	ao.ev = rt.eventJS(a.Event)
 	if a.Self != nil {
-		if sv := rt.selfJS(a.Self); sv != ao.self {
-			_ = o.Set("self", sv)
-			ao.self = sv
-		}
+		ao.self = rt.selfJS(a.Self)
 	}
-	if a.Input != nil || ao.input {
-		var in any = undefinedValue{}
-		if a.Input != nil {
-			in = a.Input
-		}
-		_ = o.Set("input", rt.toJS(in))
-		ao.input = a.Input != nil
+	ao.input = nil
+	if a.Input != nil {
+		ao.input = rt.toJS(a.Input)
 	}
-	return o
+	return ao.o
 }
 
 // eventJS converts an event, reusing the conversion of the same event.
@@ -861,26 +1036,23 @@ func (rt *jsRuntime) lazy(v goja.Value) any {
 	return rt.fromJS(v)
 }
 
-// partialUpdate converts what an assign function returned: an object whose
-// properties go into the context.
-func (rt *jsRuntime) partialUpdate(v goja.Value) map[string]any {
+// partialUpdate sets in ctx what an assign function returned: an object
+// whose properties go into the context.
+func (rt *jsRuntime) partialUpdate(v goja.Value, ctx map[string]any) {
 	o, ok := v.(*goja.Object)
 	if !ok {
-		return nil
+		return
 	}
 	if _, isFn := goja.AssertFunction(o); isFn {
-		return nil
+		return
 	}
-	keys := o.Keys()
-	out := make(map[string]any, len(keys))
-	for _, k := range keys {
+	for _, k := range o.Keys() {
 		e := o.Get(k)
 		if e == nil || goja.IsUndefined(e) {
 			continue
 		}
-		out[k] = rt.lazy(e)
+		ctx[k] = rt.lazy(e)
 	}
-	return out
 }
 
 // enqueueFns returns the runtime's enqueue and check functions for
@@ -891,9 +1063,16 @@ func (rt *jsRuntime) enqueueFns() (*goja.Object, goja.Value) {
 	}
 	vm := rt.vm
 	push := func(kind string, args []goja.Value) {
-		if rt.queued != nil {
-			*rt.queued = append(*rt.queued, queuedAction{kind, append([]goja.Value(nil), args...)})
+		if rt.enq == nil {
+			return
 		}
+		if len(rt.qargs)+len(args) > cap(rt.qargs) {
+			// A new backing array: the queued actions keep the old one.
+			rt.qargs = make([]goja.Value, 0, max(64, 2*len(args)))
+		}
+		n := len(rt.qargs)
+		rt.qargs = append(rt.qargs, args...)
+		rt.queue = append(rt.queue, queuedAction{kind, rt.qargs[n:len(rt.qargs):len(rt.qargs)]})
 	}
 	enq := vm.ToValue(func(call goja.FunctionCall) goja.Value {
 		push("", []goja.Value{call.Argument(0)})
@@ -907,10 +1086,10 @@ func (rt *jsRuntime) enqueueFns() (*goja.Object, goja.Value) {
 	}
 	rt.enqueue = enq
 	rt.check = vm.ToValue(func(call goja.FunctionCall) goja.Value {
-		if rt.checkFn == nil {
+		if rt.enq == nil {
 			panic(vm.NewTypeError("check() called outside enqueueActions"))
 		}
-		ok, err := rt.checkFn(call.Argument(0))
+		ok, err := rt.enq.checkGuard(rt, call.Argument(0))
 		if err != nil {
 			panic(vm.NewGoError(err))
 		}

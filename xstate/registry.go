@@ -25,19 +25,19 @@ func (r *Registry) Guard(name string, f func(a interp.Args, params any) (bool, e
 	if r.impl.Guards == nil {
 		r.impl.Guards = map[string]interp.Guard{}
 	}
-	r.impl.Guards[name] = &interp.FuncGuard{Name: name, Fn: func(a interp.Args, p any) (bool, error) { return f(plainArgs(a), p) }}
+	r.impl.Guards[name] = &interp.FuncGuard{Name: name, Fn: func(a interp.Args, p any) (bool, error) { return f(plainArgs(a), plainValue(p)) }}
 	return r
 }
 
 // Action registers an action run for its effects.
 func (r *Registry) Action(name string, f func(a interp.Args, params any) error) *Registry {
-	return r.ActionOf(name, &interp.FuncAction{Name: name, Fn: func(a interp.Args, p any) error { return f(plainArgs(a), p) }})
+	return r.ActionOf(name, &interp.FuncAction{Name: name, Fn: func(a interp.Args, p any) error { return f(plainArgs(a), plainValue(p)) }})
 }
 
 // Assign registers an action that updates the context, as XState's
 // assign(): f returns the properties to change.
 func (r *Registry) Assign(name string, f func(a interp.Args, params any) (map[string]any, error)) *Registry {
-	return r.ActionOf(name, &interp.AssignAction{Fn: func(a interp.Args, p any) (map[string]any, error) { return f(plainArgs(a), p) }})
+	return r.ActionOf(name, &interp.AssignAction{Fn: func(a interp.Args, p any) (map[string]any, error) { return f(plainArgs(a), plainValue(p)) }})
 }
 
 // ActionOf registers any action (a built-in such as interp.RaiseAction).
@@ -63,7 +63,7 @@ func (r *Registry) Delay(name string, f func(a interp.Args, params any) (float64
 	if r.impl.Delays == nil {
 		r.impl.Delays = map[string]interp.Delay{}
 	}
-	r.impl.Delays[name] = &interp.Expr{Fn: func(a interp.Args, params any) (any, error) { return f(plainArgs(a), params) }}
+	r.impl.Delays[name] = &interp.Expr{Fn: func(a interp.Args, params any) (any, error) { return f(plainArgs(a), plainValue(params)) }}
 	return r
 }
 
