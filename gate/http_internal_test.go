@@ -85,15 +85,7 @@ func TestAppendResultMatchesEncodingJSON(t *testing.T) {
 // TestAppendToolListMatchesEncodingJSON checks the tool list written from
 // the tools' stored encodings against encoding/json's.
 func TestAppendToolListMatchesEncodingJSON(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g := New(Options{Logger: log})
-	ms, errs := LoadDir(&xstate.Loader{}, "../machines", "", log)
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	if err := g.SetMachines(ms); err != nil {
-		t.Fatal(err)
-	}
+	g := bundledGate(t)
 	tools := g.listFor(context.Background(), nil) // compact descriptions: initial states
 	if len(tools) == 0 {
 		t.Fatal("no tools")
@@ -160,16 +152,8 @@ func TestFastPathAnswersAsMCPGo(t *testing.T) {
 		g   *Gate
 		ctx context.Context
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	newSide := func() side {
-		g := New(Options{Logger: log})
-		ms, errs := LoadDir(&xstate.Loader{}, "../machines", "", log)
-		if len(errs) > 0 {
-			t.Fatal(errs)
-		}
-		if err := g.SetMachines(ms); err != nil {
-			t.Fatal(err)
-		}
+		g := bundledGate(t)
 		s := &httpSession{id: "s1", notes: make(chan mcp.JSONRPCNotification, 64), done: make(chan struct{})}
 		if err := g.srv.RegisterSession(context.Background(), s); err != nil {
 			t.Fatal(err)
@@ -216,4 +200,20 @@ func TestAppendNotificationMatchesEncodingJSON(t *testing.T) {
 	if out, ok := appendNotification(nil, n); ok || len(out) > 0 {
 		t.Errorf("a notification with parameters was handled: %s", out)
 	}
+}
+
+// bundledGate returns a gate serving the bundled machines, with a memory
+// store.
+func bundledGate(t *testing.T) *Gate {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	g := New(Options{Logger: log})
+	ms, errs := LoadDir(&xstate.Loader{}, "../machines", "", log)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if err := g.SetMachines(ms); err != nil {
+		t.Fatal(err)
+	}
+	return g
 }

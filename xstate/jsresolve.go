@@ -136,27 +136,18 @@ func (r *jsResolver) value(v any, label string) *interp.Expr {
 // of ({context, event}, params) returning one, whose object becomes the
 // Event directly (eventOf).
 func (r *jsResolver) event(v any, label string) *interp.Expr {
-	f, ok := v.(*jsFn)
-	if !ok {
-		return r.value(v, label)
-	}
-	return &interp.Expr{Fn: func(a interp.Args, params any) (any, error) {
-		rt, out, err := callFn(f, label, a, params)
-		if err != nil {
-			return nil, err
-		}
-		if o := plainObject(out); o != nil {
-			if ev, ok := rt.eventOf(o); ok {
-				return ev, nil
-			}
-		}
-		return rt.fromJS(out), nil
-	}}
+	return r.eventExpr(v, label, func(rt *jsRuntime, o *goja.Object) (any, bool) { return rt.eventOf(o) })
 }
 
 // emitted is the event of an emit: as event, but an object a function
 // returns becomes a LazyEvent, converted only for a listener.
 func (r *jsResolver) emitted(v any, label string) *interp.Expr {
+	return r.eventExpr(v, label, func(rt *jsRuntime, o *goja.Object) (any, bool) { return rt.lazyEvent(o) })
+}
+
+// eventExpr is event and emitted: toEvent turns the object a function
+// returns into the event.
+func (r *jsResolver) eventExpr(v any, label string, toEvent func(*jsRuntime, *goja.Object) (any, bool)) *interp.Expr {
 	f, ok := v.(*jsFn)
 	if !ok {
 		return r.value(v, label)
@@ -167,7 +158,7 @@ func (r *jsResolver) emitted(v any, label string) *interp.Expr {
 			return nil, err
 		}
 		if o := plainObject(out); o != nil {
-			if ev, ok := rt.lazyEvent(o); ok {
+			if ev, ok := toEvent(rt, o); ok {
 				return ev, nil
 			}
 		}
