@@ -166,14 +166,6 @@ var errWALFull = errors.New("write-ahead log full")
 // log: the caller splits it.
 var errWALTooBig = errors.New("batch larger than the write-ahead log")
 
-// append writes a batch and syncs it to the disk.
-func (w *wal) append(ops []walOp) error {
-	if err := w.write(ops); err != nil {
-		return err
-	}
-	return w.sync()
-}
-
 // sync makes what write wrote durable.
 func (w *wal) sync() error { return w.fdatasync(w.f) }
 

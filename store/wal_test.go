@@ -15,6 +15,14 @@ import (
 	"time"
 )
 
+// append writes a batch and syncs it to the disk, as a save does.
+func (w *wal) append(ops []walOp) error {
+	if err := w.write(ops); err != nil {
+		return err
+	}
+	return w.sync()
+}
+
 func TestWALReplaysTheCurrentGeneration(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "log")
 	w, got, err := openWAL(path)
