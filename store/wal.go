@@ -158,11 +158,11 @@ func (w *wal) crc(body []byte) uint32 {
 	return crc32.Update(crc32.Checksum(g[:], walTable), walTable, body)
 }
 
-// errWALFull is returned by append when the batch does not fit: the
+// errWALFull is returned by write when the batch does not fit: the
 // caller syncs Badger and restarts the log.
 var errWALFull = errors.New("write-ahead log full")
 
-// errWALTooBig is returned by append for a batch larger than the whole
+// errWALTooBig is returned by write for a batch larger than the whole
 // log: the caller splits it.
 var errWALTooBig = errors.New("batch larger than the write-ahead log")
 
