@@ -395,10 +395,28 @@ func (m *jsModule) watch() {
 				idle = 0
 			} else if idle++; idle > 50 {
 				m.watching.Store(false)
-				return
+				// A call that began as the watchdog retired may have seen
+				// it still running and started none: look once more.
+				if !m.busy() || !m.watching.CompareAndSwap(false, true) {
+					return
+				}
+				idle = 0
 			}
 		}
 	}()
+}
+
+// busy reports whether a top-level call runs in one of the module's
+// runtimes.
+func (m *jsModule) busy() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, rt := range m.all {
+		if rt.calls.Load()%2 == 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // call calls a JS function with Go arguments converted to JS.
