@@ -59,6 +59,12 @@ type ActorOptions struct {
 	// Timers are pending delayed events to restore with Snapshot (XState
 	// does not persist them; stategate's server does).
 	Timers []PendingTimer
+	// HoldPromises keeps the outcome of the actor's promise children (and
+	// theirs) from being delivered: each step runs its synchronous part
+	// only. It is for timing as XState's own benchmark times (bench.sh),
+	// whose loop never yields to the microtasks that would deliver a
+	// promise's outcome; a run that should behave as XState leaves it off.
+	HoldPromises bool
 }
 
 // PendingTimer is a delayed event not yet delivered to the actor itself.
@@ -146,6 +152,7 @@ func newChild(parent *Actor, id string, logic ActorLogic, input any, sync bool) 
 	if parent != nil {
 		c.clock = parent.clock
 		c.opts.OnLog = parent.opts.OnLog
+		c.opts.HoldPromises = parent.opts.HoldPromises
 	} else {
 		c.clock = NewSimClock()
 	}
@@ -509,7 +516,7 @@ func (a *Actor) startLogic() {
 	switch l := a.logic.(type) {
 	case *PromiseLogic:
 		err := l.Start(a, a.input, func(out any, err error) {
-			if a.status != StatusActive || a.stopped {
+			if a.status != StatusActive || a.stopped || a.opts.HoldPromises {
 				return
 			}
 			if err != nil {
