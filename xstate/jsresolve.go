@@ -509,29 +509,27 @@ func (r *jsResolver) checked(rt *jsRuntime, gv goja.Value) (interp.Guard, error)
 // namedAction returns the action enqueue() makes of an action's name,
 // made once per name (actions are not changed).
 func (rt *jsRuntime) namedAction(name string) *interp.NamedAction {
-	if a, ok := rt.actions[name]; ok {
-		return a
-	}
-	a := &interp.NamedAction{Type: name}
-	if rt.actions == nil || len(rt.actions) >= maxIDs {
-		rt.actions = map[string]*interp.NamedAction{}
-	}
-	rt.actions[name] = a
-	return a
+	return byName(&rt.actions, name, func() *interp.NamedAction { return &interp.NamedAction{Type: name} })
 }
 
 // namedGuard returns the guard check() makes of a guard's name, made once
 // per name (guards are not changed).
 func (rt *jsRuntime) namedGuard(name string) *interp.NamedGuard {
-	if g, ok := rt.guards[name]; ok {
-		return g
+	return byName(&rt.guards, name, func() *interp.NamedGuard { return &interp.NamedGuard{Type: name} })
+}
+
+// byName returns the value of name in a runtime's cache, made by mk the
+// first time; the cache starts over when it holds maxIDs values.
+func byName[T any](cache *map[string]*T, name string, mk func() *T) *T {
+	if v, ok := (*cache)[name]; ok {
+		return v
 	}
-	g := &interp.NamedGuard{Type: name}
-	if rt.guards == nil || len(rt.guards) >= maxIDs {
-		rt.guards = map[string]*interp.NamedGuard{}
+	v := mk()
+	if *cache == nil || len(*cache) >= maxIDs {
+		*cache = map[string]*T{}
 	}
-	rt.guards[name] = g
-	return g
+	(*cache)[name] = v
+	return v
 }
 
 // namedGuardJS converts {type, params} with static params directly, or
