@@ -7,7 +7,7 @@ import (
 )
 
 // BenchmarkCases times one round (fresh actor, every step) of each
-// JSON-only conformance case, as `stategate bench` does.
+// conformance case (JSON and JavaScript), as `stategate bench` does.
 func BenchmarkCases(b *testing.B) {
 	for _, file := range caseFiles(b) {
 		c, err := ReadCase(file)

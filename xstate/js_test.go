@@ -206,3 +206,22 @@ func TestHoldPromises(t *testing.T) {
 		a.Stop()
 	}
 }
+
+func TestContextChangedByCodeStaysOutOfTheSnapshot(t *testing.T) {
+	m, _, err := (&Loader{}).LoadModule(jsFile("mutate-context.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := interp.NewActor(m, interp.ActorOptions{})
+	a.Start()
+	a.Send(interp.Event{Type: "GO"})
+	got, err := json.Marshal(a.Snapshot().Context)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Later code of the step sees the change, as it would in XState; the
+	// snapshot keeps the context the machine's assigns made.
+	if want := `{"a":1,"b":"x","seen":[99,false,true]}`; string(got) != want {
+		t.Fatalf("context %s, want %s", got, want)
+	}
+}

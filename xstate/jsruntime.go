@@ -733,6 +733,8 @@ func normalize(v any) any {
 		return x.plain()
 	case *argsObj:
 		return x.plain()
+	case *ctxObj:
+		return x.plain()
 	}
 	if isDropped(v) {
 		return nil
@@ -939,12 +941,6 @@ func (rt *jsRuntime) eventJS(ev interp.Event) goja.Value {
 	v := rt.toJS(ev)
 	rt.remember(ev.Data, v)
 	return v
-}
-
-// contextJS converts a context, reusing the last conversion when the
-// context is the same (contexts are never changed in place).
-func (rt *jsRuntime) contextJS(ctx any) goja.Value {
-	return rt.toJS(ctx)
 }
 
 func (rt *jsRuntime) selfJS(a *interp.Actor) goja.Value {

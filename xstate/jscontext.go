@@ -1,0 +1,162 @@
+package xstate
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/dop251/goja"
+)
+
+// ctxObj is a machine's context as JavaScript code sees it: a dynamic
+// object that reads the Go map of the snapshot, converting a property when
+// code reads it. Making a plain object of every context a call gets is
+// what a step spent most on; code mostly reads a property or two.
+//
+// The Go map is never changed through it (a snapshot's context is not
+// changed in place, except that Seal replaces a step's JavaScript values
+// with equal Go ones). Properties code sets or deletes are kept in the
+// object, as they were on the plain object made before: they last while
+// the runtime remembers the conversion, and never reach the snapshot.
+type ctxObj struct {
+	rt *jsRuntime
+	m  map[string]any
+	// memo holds the first properties read, so that code reading one again
+	// gets the very same value.
+	memo  [4]ctxProp
+	nMemo int
+	// set holds properties set by code; deleted, those it deleted.
+	set     map[string]goja.Value
+	deleted map[string]bool
+}
+
+type ctxProp struct {
+	key string
+	v   goja.Value
+}
+
+// contextJS gives JavaScript code a context: for a Go map, a ctxObj,
+// made once per map while the runtime remembers it.
+func (rt *jsRuntime) contextJS(ctx any) goja.Value {
+	m, ok := ctx.(map[string]any)
+	if !ok || len(m) == 0 {
+		return rt.toJS(ctx)
+	}
+	if js := rt.cached(m); js != nil {
+		return js
+	}
+	o := rt.vm.NewDynamicObject(&ctxObj{rt: rt, m: m})
+	rt.remember(m, o)
+	return o
+}
+
+// Get returns a property (goja.DynamicObject); nil for one the context
+// does not have, which goja then looks up in Object.prototype.
+func (c *ctxObj) Get(key string) goja.Value {
+	if c.set != nil {
+		if v, ok := c.set[key]; ok {
+			return v
+		}
+	}
+	if c.deleted[key] {
+		return nil
+	}
+	for i := range c.nMemo {
+		if c.memo[i].key == key {
+			return c.memo[i].v
+		}
+	}
+	g, ok := c.m[key]
+	if !ok {
+		return nil
+	}
+	v := c.rt.toJS(g)
+	if c.nMemo < len(c.memo) {
+		c.memo[c.nMemo] = ctxProp{key, v}
+		c.nMemo++
+	} else {
+		c.setProp(key, v) // read again, it must be the same value
+	}
+	return v
+}
+
+// Set sets a property (goja.DynamicObject), in the object only.
+func (c *ctxObj) Set(key string, v goja.Value) bool {
+	c.setProp(key, v)
+	return true
+}
+
+func (c *ctxObj) setProp(key string, v goja.Value) {
+	if c.set == nil {
+		c.set = map[string]goja.Value{}
+	}
+	c.set[key] = v
+	delete(c.deleted, key)
+}
+
+// Has reports whether the context has a property (goja.DynamicObject).
+func (c *ctxObj) Has(key string) bool {
+	if _, ok := c.set[key]; ok {
+		return true
+	}
+	if c.deleted[key] {
+		return false
+	}
+	_, ok := c.m[key]
+	return ok
+}
+
+// Delete deletes a property, in the object only (goja.DynamicObject).
+func (c *ctxObj) Delete(key string) bool {
+	delete(c.set, key)
+	if _, ok := c.m[key]; ok {
+		if c.deleted == nil {
+			c.deleted = map[string]bool{}
+		}
+		c.deleted[key] = true
+	}
+	return true
+}
+
+// Keys lists the properties (goja.DynamicObject) in the order a plain
+// object made from the context would have them: the context's, sorted,
+// then those code added, sorted.
+func (c *ctxObj) Keys() []string {
+	keys := make([]string, 0, len(c.m)+len(c.set))
+	for k := range c.m {
+		if !c.deleted[k] {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	n := len(keys)
+	for k := range c.set {
+		if _, inMap := c.m[k]; !inMap {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys[n:])
+	return keys
+}
+
+// plain is the context as JSON shows it, a map of its own: the Go values,
+// with what the step's code left or set converted.
+func (c *ctxObj) plain() map[string]any {
+	out := maps.Clone(c.m)
+	for k, v := range out {
+		if c.deleted[k] {
+			delete(out, k)
+			continue
+		}
+		if l, lazy := v.(*jsLazy); lazy {
+			out[k] = l.rt.fromJS(l.v)
+		}
+	}
+	for k, v := range c.set {
+		if isFunction(v) || goja.IsUndefined(v) {
+			delete(out, k)
+			continue
+		}
+		out[k] = c.rt.fromJS(v)
+	}
+	return out
+}
