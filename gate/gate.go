@@ -61,13 +61,13 @@ type Gate struct {
 	locks keyedMutex
 
 	cacheMu sync.Mutex
-	cache   map[string]*instance // by instanceKey
+	cache   map[instanceID]*instance
 
 	sessMu   sync.Mutex
 	sessions map[string]*session
 	// viewers are the sessions that see an instance of a machine with a
-	// handle key, by instanceKey: whom a change of the instance concerns.
-	viewers map[string]map[*session]bool
+	// handle key: whom a change of the instance concerns.
+	viewers map[instanceID]map[*session]bool
 
 	errMu    sync.Mutex
 	loadErrs map[string]error // files that fail to load now
@@ -123,7 +123,7 @@ type session struct {
 
 // New makes a gate serving no machine yet.
 func New(opts Options) *Gate {
-	g := &Gate{opts: opts, log: opts.Logger, store: opts.Store, machines: map[string]*Machine{}, tools: map[string]toolRef{}, sessions: map[string]*session{}, viewers: map[string]map[*session]bool{}, cache: map[string]*instance{}}
+	g := &Gate{opts: opts, log: opts.Logger, store: opts.Store, machines: map[string]*Machine{}, tools: map[string]toolRef{}, sessions: map[string]*session{}, viewers: map[instanceID]map[*session]bool{}, cache: map[instanceID]*instance{}}
 	if g.log == nil {
 		g.log = slog.Default()
 	}
@@ -347,7 +347,7 @@ func (g *Gate) useHandle(s *session, m *Machine, h string) bool {
 }
 
 // unview forgets that a session sees an instance (sessMu held).
-func (g *Gate) unview(s *session, key string) {
+func (g *Gate) unview(s *session, key instanceID) {
 	if vs := g.viewers[key]; vs != nil {
 		delete(vs, s)
 		if len(vs) == 0 {
@@ -622,7 +622,7 @@ func (g *Gate) load(ctx context.Context, m *Machine, handle string) (*instance, 
 	return in, nil
 }
 
-func (g *Gate) remember(key string, in *instance) {
+func (g *Gate) remember(key instanceID, in *instance) {
 	g.cacheMu.Lock()
 	defer g.cacheMu.Unlock()
 	if len(g.cache) >= maxCached {
@@ -636,7 +636,7 @@ func (g *Gate) remember(key string, in *instance) {
 	g.cache[key] = in
 }
 
-func (g *Gate) forget(key string) {
+func (g *Gate) forget(key instanceID) {
 	g.cacheMu.Lock()
 	delete(g.cache, key)
 	g.cacheMu.Unlock()
@@ -722,10 +722,10 @@ func storedTimers(ts []interp.PendingTimer) []store.Timer {
 	return out
 }
 
-// keyedMutex serializes work per key.
+// keyedMutex serializes work per instance.
 type keyedMutex struct {
 	mu    sync.Mutex
-	locks map[string]*keyLock
+	locks map[instanceID]*keyLock
 }
 
 type keyLock struct {
@@ -733,10 +733,10 @@ type keyLock struct {
 	refs int
 }
 
-func (k *keyedMutex) lock(key string) func() {
+func (k *keyedMutex) lock(key instanceID) func() {
 	k.mu.Lock()
 	if k.locks == nil {
-		k.locks = map[string]*keyLock{}
+		k.locks = map[instanceID]*keyLock{}
 	}
 	l := k.locks[key]
 	if l == nil {
@@ -756,9 +756,12 @@ func (k *keyedMutex) lock(key string) func() {
 	}
 }
 
-func instanceKey(m *Machine, handle string) string { return instanceKeyOf(m.ID, handle) }
+// instanceID names an instance: a machine and a handle.
+type instanceID struct{ machine, handle string }
 
-func instanceKeyOf(machineID, handle string) string { return machineID + "\x00" + handle }
+func instanceKey(m *Machine, handle string) instanceID { return instanceID{m.ID, handle} }
+
+func instanceKeyOf(machineID, handle string) instanceID { return instanceID{machineID, handle} }
 
 func joinTools(names []string) string {
 	if len(names) == 0 {
