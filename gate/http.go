@@ -251,19 +251,27 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 			writeRPCError(w, http.StatusInternalServerError, env.ID, mcp.INTERNAL_ERROR, "cannot encode the response")
 			return
 		}
-		h.Set("Content-Type", "application/json")
+		h["Content-Type"] = headerJSON
 	} else {
 		for _, n := range pending {
 			t.sseEvent(buf, enc, n)
 		}
 		t.sseEvent(buf, enc, resp)
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
+		h["Content-Type"] = headerSSE
+		h["Cache-Control"] = headerNoCache
 	}
 	// With its length known, the answer is not chunked, however long.
 	h.Set("Content-Length", strconv.Itoa(buf.Len()))
 	_, _ = w.Write(buf.Bytes())
 }
+
+// Header values of every answer, set without Header.Set's allocation; they
+// are only read (net/http does not change a header's values).
+var (
+	headerJSON    = []string{"application/json"}
+	headerSSE     = []string{"text/event-stream"}
+	headerNoCache = []string{"no-cache"}
+)
 
 // buffer returns an empty buffer for an answer, from the transport's pool
 // (give it back with release).
