@@ -118,8 +118,10 @@ func (c *ctxObj) Delete(key string) bool {
 }
 
 // Keys lists the properties (goja.DynamicObject) in the order a plain
-// object made from the context would have them: the context's, sorted,
-// then those code added, sorted.
+// object made from the context would have them: integer-like keys first,
+// in numeric order, as JavaScript orders them; then the context's other
+// keys, sorted (a Go map does not keep their insertion order); then those
+// code added, sorted.
 func (c *ctxObj) Keys() []string {
 	keys := make([]string, 0, len(c.m)+len(c.set))
 	for k := range c.m {
@@ -135,7 +137,7 @@ func (c *ctxObj) Keys() []string {
 		}
 	}
 	slices.Sort(keys[n:])
-	return keys
+	return jsKeyOrder(keys)
 }
 
 // plain is the context as JSON shows it, a map of its own: the Go values,
