@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -56,6 +57,7 @@ type Gate struct {
 
 	mu       sync.RWMutex
 	machines map[string]*Machine // by id
+	sorted   []*Machine          // the same, sorted by id
 	tools    map[string]toolRef  // by tool name
 
 	locks keyedMutex
@@ -164,14 +166,15 @@ func (g *Gate) Server() *server.MCPServer { return g.srv }
 
 // Machines returns the served machines, sorted by id.
 func (g *Gate) Machines() []*Machine {
+	return slices.Clone(g.machineList())
+}
+
+// machineList returns the served machines sorted by id; the slice is
+// shared and must not be changed.
+func (g *Gate) machineList() []*Machine {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	out := make([]*Machine, 0, len(g.machines))
-	for _, m := range g.machines {
-		out = append(out, m)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
+	return g.sorted
 }
 
 // ErrToolClash is returned by SetMachines when two machines make tools of
@@ -229,9 +232,10 @@ func (g *Gate) SetMachines(ms []*Machine) error {
 	}
 	sort.Slice(add2, func(i, j int) bool { return add2[i].Tool.Name < add2[j].Tool.Name })
 	g.srv.AddTools(add2...)
+	sorted := slices.SortedFunc(maps.Values(ids), func(a, b *Machine) int { return strings.Compare(a.ID, b.ID) })
 	g.mu.Lock()
 	old := g.tools
-	g.machines, g.tools = ids, tools
+	g.machines, g.tools, g.sorted = ids, tools, sorted
 	g.mu.Unlock()
 	var gone []string
 	for name := range old {
@@ -457,7 +461,7 @@ type shown struct {
 // shownTo computes what a session's tool list is made of, machine by
 // machine, and records it as what the session was last shown.
 func (g *Gate) shownTo(ctx context.Context, s *session) []shown {
-	ms := g.Machines()
+	ms := g.machineList()
 	out := make([]shown, len(ms))
 	for i, m := range ms {
 		out[i] = shown{id: m.ID, version: m.listing}

@@ -19,6 +19,10 @@ type config struct {
 	atomics []*StateNode
 	// always tells whether an active node has eventless transitions.
 	always bool
+	// value is the state value when it is a string (the one active child
+	// of a compound root, an atomic or final state), made once; nil when
+	// the value is an object.
+	value any
 
 	mu    sync.Mutex
 	steps atomic.Pointer[map[stepKey]*stepResult]
@@ -126,6 +130,13 @@ func (m *Machine) newConfig(set nodeSet, order []*StateNode) *config {
 		}
 		if len(n.Always) > 0 {
 			c.always = true
+		}
+	}
+	if len(c.nodes) == 2 && m.Root.Type == Compound {
+		for _, n := range c.nodes {
+			if n.Parent == m.Root && (n.Type == Atomic || n.Type == Final) {
+				c.value = n.Key
+			}
 		}
 	}
 	return c

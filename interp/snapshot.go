@@ -130,6 +130,9 @@ func (s *Snapshot) Child(id string) *Actor { return s.extra().children[id] }
 // Value returns the state value as XState prints it: a string for an
 // atomic child of the root, else an object (map[string]any) of child keys.
 func (s *Snapshot) Value() any {
+	if s.cfg != nil && s.cfg.value != nil {
+		return s.cfg.value
+	}
 	adj := s.adjacency()
 	return valueOf(s.Machine.Root, adj)
 }
