@@ -22,6 +22,7 @@ const maxSaveRetries = 5
 // handle is the handler of every tool: it finds what the tool stands for
 // and gates the call on the instance's state.
 func (g *Gate) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	g.activity.Add(1)
 	res, err := g.handleTool(ctx, req)
 	if res != nil && res.StructuredContent != nil {
 		// Encoded here, faster than mcp-go would.

@@ -443,3 +443,24 @@ func TestParallelCallsOnOneInstance(t *testing.T) {
 var jsonUnmarshal = json.Unmarshal
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// TestActivityCountsCallsAndLists checks the signal `serve` gives memory
+// back on: it moves with every tool call and tool list, and not otherwise.
+func TestActivityCountsCallsAndLists(t *testing.T) {
+	url, g := setup(t)
+	c := connect(t, url)
+	before := g.Activity()
+	c.tools()
+	afterList := g.Activity()
+	if afterList <= before {
+		t.Fatalf("a tool list left the activity at %d (was %d)", afterList, before)
+	}
+	c.call("invoice_status", nil)
+	afterCall := g.Activity()
+	if afterCall <= afterList {
+		t.Fatalf("a tool call left the activity at %d (was %d)", afterCall, afterList)
+	}
+	if g.Activity() != afterCall {
+		t.Fatal("the activity moved with no request")
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -73,6 +74,8 @@ type Gate struct {
 
 	errMu    sync.Mutex
 	loadErrs map[string]error // files that fail to load now
+
+	activity atomic.Uint64 // tool calls and tool lists answered
 
 	sched *scheduler
 }
@@ -163,6 +166,11 @@ func New(opts Options) *Gate {
 
 // Server returns the MCP server, to serve over a transport.
 func (g *Gate) Server() *server.MCPServer { return g.srv }
+
+// Activity counts the tool calls and tool lists the gate has answered: a
+// value that does not change tells the gate has been idle since it was
+// read.
+func (g *Gate) Activity() uint64 { return g.activity.Load() }
 
 // Machines returns the served machines, sorted by id.
 func (g *Gate) Machines() []*Machine {
@@ -489,6 +497,7 @@ func sameShown(a, b []shown) bool {
 
 // listFor computes a session's tool list.
 func (g *Gate) listFor(ctx context.Context, s *session) []mcp.Tool {
+	g.activity.Add(1)
 	var out []mcp.Tool
 	for _, sh := range g.shownTo(ctx, s) {
 		for _, name := range sh.tools {

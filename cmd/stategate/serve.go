@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -91,6 +92,7 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 			log.Error("timers stopped", "err", err)
 		}
 	}()
+	go trimWhenIdle(ctx, g.Activity, idleTrimAfter, debug.FreeOSMemory)
 	if c.HTTP == "" {
 		// A client that goes away closes our stdout: writing to it must be
 		// an error to shut down on, not a SIGPIPE that kills the process
@@ -133,4 +135,33 @@ func listenAddr(a string) string {
 		return "127.0.0.1" + a
 	}
 	return a
+}
+
+// idleTrimAfter is how long the server waits, idle after work, before it
+// gives memory back to the system.
+const idleTrimAfter = 30 * time.Second
+
+// trimWhenIdle calls trim once the gate has been idle for about `after`
+// since it last worked, and again only after more work: a burst of calls
+// grows the Go heap (Badger's compactions most), which Go would otherwise
+// keep while the server waits for its next client.
+func trimWhenIdle(ctx context.Context, activity func() uint64, after time.Duration, trim func()) {
+	t := time.NewTicker(after)
+	defer t.Stop()
+	last, trimmed := activity(), true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := activity()
+		switch {
+		case now != last:
+			last, trimmed = now, false
+		case !trimmed:
+			trim()
+			trimmed = true
+		}
+	}
 }
