@@ -108,10 +108,51 @@ func (l *Loader) Check(paths []string) (*Report, error) {
 		files = append(files, found...)
 	}
 	rep := &Report{}
+	seen := map[string]bool{}
 	for _, f := range files {
+		if machine, ok := machineOfImpl(f); ok {
+			// An implementations module named itself (a shell glob) is
+			// checked with its machine, as the server loads it.
+			if machine == "" {
+				rep.Files = append(rep.Files, CheckResult{File: f, Failed: true, Diags: []Diagnostic{{File: f,
+					Msg: "an implementations module needs its machine beside it: " + strings.TrimSuffix(filepath.Base(f), implExt(f)) + ".json"}}})
+				continue
+			}
+			f = machine
+		}
+		if seen[f] {
+			continue
+		}
+		seen[f] = true
 		rep.Files = append(rep.Files, checkFile(l, f))
 	}
 	return rep, nil
+}
+
+// implExt returns the extension of an implementations module
+// (NAME.impl.ts gives ".impl.ts"), or "".
+func implExt(file string) string {
+	for _, ext := range implExts {
+		if strings.HasSuffix(file, ext) {
+			return ext
+		}
+	}
+	return ""
+}
+
+// machineOfImpl reports whether a file is an implementations module, and
+// returns the JSON machine beside it that it belongs to ("" when there is
+// none).
+func machineOfImpl(file string) (string, bool) {
+	ext := implExt(file)
+	if ext == "" {
+		return "", false
+	}
+	machine := strings.TrimSuffix(file, ext) + ".json"
+	if _, err := os.Stat(machine); err != nil {
+		return "", true
+	}
+	return machine, true
 }
 
 func checkFile(l *Loader, file string) CheckResult {

@@ -116,7 +116,7 @@ func main() {
 		debug.SetGCPercent(400)
 	}
 	if err := ctx.Run(); err != nil {
-		if err != errSilentFailure {
+		if !errors.Is(err, errSilentFailure) {
 			fmt.Fprintln(os.Stderr, "stategate:", err)
 		}
 		os.Exit(1)
