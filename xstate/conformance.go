@@ -107,7 +107,7 @@ func (c *Case) Load(l *Loader) (*interp.Machine, error) {
 	if strings.EqualFold(filepath.Ext(file), ".json") {
 		var data []byte
 		if data, err = os.ReadFile(file); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: the case's machine: %w", c.Path, err)
 		}
 		m, _, err = ParseJSON(file, data)
 	} else {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -71,5 +72,18 @@ func TestCheckCommand(t *testing.T) {
 	out.Reset()
 	if err := (&checkCmd{Files: []string{filepath.Join(caseDir, "history")}}).Run(&out); err != nil {
 		t.Fatalf("history cases fail to check: %v\n%s", err, out.String())
+	}
+}
+
+// TestServeRefusesAMissingMachinesFolder checks that a mistyped
+// --machines fails before the store is opened: no store is left behind.
+func TestServeRefusesAMissingMachinesFolder(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "state")
+	err := (&serveCmd{Machines: filepath.Join(t.TempDir(), "nope"), Data: data}).Run(io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "not a folder") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("a store was made at %s (%v)", data, err)
 	}
 }

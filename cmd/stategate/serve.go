@@ -51,6 +51,11 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 			log.Info("pprof", "err", http.ListenAndServe(listenAddr(c.Pprof), mux))
 		}()
 	}
+	// The machines folder is checked first: a mistyped --machines must not
+	// leave a new store behind.
+	if info, err := os.Stat(c.Machines); err != nil || !info.IsDir() {
+		return fmt.Errorf("--machines %s: not a folder", c.Machines)
+	}
 	st, err := store.OpenBadger(c.Data, store.BadgerOptions{NoSync: c.NoSync, AuditRetention: c.AuditKeep, Logger: log})
 	if err != nil {
 		return err
@@ -68,9 +73,6 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 	}
 	g := gate.New(opts)
 	loader := &xstate.Loader{Timeout: c.JSTimeout}
-	if info, err := os.Stat(c.Machines); err != nil || !info.IsDir() {
-		return fmt.Errorf("--machines %s: not a folder", c.Machines)
-	}
 	lib := gate.NewLibrary(g, loader, c.Machines, c.HandleKey)
 	if err := lib.Reload(); err != nil {
 		return err
