@@ -5,12 +5,15 @@ import (
 	"slices"
 
 	"github.com/dop251/goja"
+
+	"stategate/interp"
 )
 
-// ctxObj is a machine's context as JavaScript code sees it: a dynamic
-// object that reads the Go map of the snapshot, converting a property when
-// code reads it. Making a plain object of every context a call gets is
-// what a step spent most on; code mostly reads a property or two.
+// ctxObj is a machine's context, or an event, as JavaScript code sees it:
+// a dynamic object that reads the Go map of the snapshot (or the event's
+// data), converting a property when code reads it. Making a plain object
+// of every context and event a call gets is what a step spent most on;
+// code mostly reads a property or two.
 //
 // The Go map is never changed through it (a snapshot's context is not
 // changed in place, except that Seal replaces a step's JavaScript values
@@ -20,6 +23,10 @@ import (
 type ctxObj struct {
 	rt *jsRuntime
 	m  map[string]any
+	// ev, for an event, gives it its "type" (which m, the event's data,
+	// does not hold); a probed event notes the reads of its payload.
+	ev     *interp.Event
+	typeJS goja.Value
 	// memo holds the first properties read, so that code reading one again
 	// gets the very same value.
 	memo  [4]ctxProp
@@ -49,9 +56,19 @@ func (rt *jsRuntime) contextJS(ctx any) goja.Value {
 	return o
 }
 
+// eventObj gives JavaScript code an event: a ctxObj over its data, with
+// its type; a probed event's object notes the reads of its payload.
+func (rt *jsRuntime) eventObj(ev interp.Event) goja.Value {
+	c := &ctxObj{rt: rt, m: ev.Data, ev: &ev}
+	return rt.vm.NewDynamicObject(c)
+}
+
 // Get returns a property (goja.DynamicObject); nil for one the context
 // does not have, which goja then looks up in Object.prototype.
 func (c *ctxObj) Get(key string) goja.Value {
+	if c.ev != nil && key != "type" {
+		c.ev.Get(key) // notes a read of a probed event's payload
+	}
 	if c.set != nil {
 		if v, ok := c.set[key]; ok {
 			return v
@@ -59,6 +76,12 @@ func (c *ctxObj) Get(key string) goja.Value {
 	}
 	if c.deleted[key] {
 		return nil
+	}
+	if c.ev != nil && key == "type" {
+		if c.typeJS == nil {
+			c.typeJS = c.rt.vm.ToValue(c.ev.Type)
+		}
+		return c.typeJS
 	}
 	for i := range c.nMemo {
 		if c.memo[i].key == key {
@@ -98,6 +121,12 @@ func (c *ctxObj) Has(key string) bool {
 	if _, ok := c.set[key]; ok {
 		return true
 	}
+	if c.ev != nil {
+		if key == "type" {
+			return !c.deleted[key]
+		}
+		c.ev.Get(key) // notes a read of a probed event's payload
+	}
 	if c.deleted[key] {
 		return false
 	}
@@ -108,7 +137,7 @@ func (c *ctxObj) Has(key string) bool {
 // Delete deletes a property, in the object only (goja.DynamicObject).
 func (c *ctxObj) Delete(key string) bool {
 	delete(c.set, key)
-	if _, ok := c.m[key]; ok {
+	if _, ok := c.m[key]; ok || (c.ev != nil && key == "type") {
 		if c.deleted == nil {
 			c.deleted = map[string]bool{}
 		}
@@ -123,7 +152,7 @@ func (c *ctxObj) Delete(key string) bool {
 // keys, sorted (a Go map does not keep their insertion order); then those
 // code added, sorted.
 func (c *ctxObj) Keys() []string {
-	keys := make([]string, 0, len(c.m)+len(c.set))
+	keys := make([]string, 0, len(c.m)+len(c.set)+1)
 	for k := range c.m {
 		if !c.deleted[k] {
 			keys = append(keys, k)
@@ -137,6 +166,12 @@ func (c *ctxObj) Keys() []string {
 		}
 	}
 	slices.Sort(keys[n:])
+	if c.ev != nil && !c.deleted["type"] {
+		if _, set := c.set["type"]; !set {
+			// An event's type comes first, as in the object made for it.
+			keys = append([]string{"type"}, keys...)
+		}
+	}
 	return jsKeyOrder(keys)
 }
 
@@ -144,6 +179,14 @@ func (c *ctxObj) Keys() []string {
 // with what the step's code left or set converted.
 func (c *ctxObj) plain() map[string]any {
 	out := maps.Clone(c.m)
+	if c.ev != nil {
+		if out == nil {
+			out = map[string]any{}
+		}
+		if !c.deleted["type"] {
+			out["type"] = c.ev.Type
+		}
+	}
 	for k, v := range out {
 		if c.deleted[k] {
 			delete(out, k)

@@ -918,13 +918,13 @@ func (rt *jsRuntime) fillArgs(ao *argsObj, a interp.Args) *goja.Object {
 // eventJS converts an event, reusing the conversion of the same event.
 func (rt *jsRuntime) eventJS(ev interp.Event) goja.Value {
 	if p := ev.Probe(); p != nil {
-		return rt.probeJS(ev)
+		return rt.eventObj(ev) // noting the reads of its payload
 	}
 	if ev.Data == nil {
 		if v, ok := rt.events[ev.Type]; ok {
 			return v
 		}
-		v := rt.toJS(ev)
+		v := rt.eventObj(ev)
 		if rt.events == nil || len(rt.events) > 1024 {
 			rt.events = map[string]goja.Value{}
 		}
@@ -938,7 +938,7 @@ func (rt *jsRuntime) eventJS(ev interp.Event) goja.Value {
 			}
 		}
 	}
-	v := rt.toJS(ev)
+	v := rt.eventObj(ev)
 	rt.remember(ev.Data, v)
 	return v
 }
@@ -1110,26 +1110,4 @@ func (rt *jsRuntime) enqueueFns() (*goja.Object, goja.Value) {
 		return vm.ToValue(ok)
 	})
 	return rt.enqueue, rt.check
-}
-
-// probeJS converts a probed event to a Proxy that records the reads of any
-// field but "type" (and the symbols the engine looks up).
-func (rt *jsRuntime) probeJS(ev interp.Event) goja.Value {
-	target := rt.toJS(interp.Event{Type: ev.Type, Data: ev.Data}).(*goja.Object)
-	note := func(property string) {
-		if property != "type" {
-			ev.Get(property)
-		}
-	}
-	p := rt.vm.NewProxy(target, &goja.ProxyTrapConfig{
-		Get: func(t *goja.Object, property string, receiver goja.Value) goja.Value {
-			note(property)
-			return t.Get(property)
-		},
-		Has: func(t *goja.Object, property string) bool {
-			note(property)
-			return t.Get(property) != nil
-		},
-	})
-	return rt.vm.ToValue(p)
 }
