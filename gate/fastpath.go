@@ -1,9 +1,11 @@
 package gate
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -12,8 +14,8 @@ import (
 // the fast path reads them. The fields it does not handle itself (_meta,
 // tasks, multi-round trips, cursors) send the request to mcp-go instead.
 type fastParams struct {
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
+	Name      string `json:"name"`
+	Arguments any    `json:"arguments"` // as mcp-go decodes them
 
 	Meta           json.RawMessage `json:"_meta"`
 	Task           json.RawMessage `json:"task"`
@@ -43,13 +45,13 @@ func (g *Gate) answer(ctx context.Context, req *rpcRequest) (mcp.JSONRPCMessage,
 			return nil, false
 		}
 	}
-	var id any
-	if err := json.Unmarshal(req.ID, &id); err != nil {
+	id, ok := requestID(req.ID)
+	if !ok {
 		return nil, false
 	}
 	switch mcp.MCPMethod(req.Method) {
 	case mcp.MethodToolsList:
-		if p.Name != "" || len(p.Arguments) > 0 {
+		if p.Name != "" || p.Arguments != nil {
 			return nil, false
 		}
 		res := &mcp.ListToolsResult{Tools: g.listFor(ctx, g.sessionOf(ctx))}
@@ -61,17 +63,32 @@ func (g *Gate) answer(ctx context.Context, req *rpcRequest) (mcp.JSONRPCMessage,
 	call := mcp.CallToolRequest{}
 	call.Method = req.Method
 	call.Params.Name = p.Name
-	if len(p.Arguments) > 0 {
-		call.Params.RawArguments = p.Arguments
-		if err := json.Unmarshal(p.Arguments, &call.Params.Arguments); err != nil {
-			return nil, false
-		}
-	}
+	call.Params.Arguments = p.Arguments
 	res, err := g.handleRecovered(ctx, call)
 	if err != nil {
 		return mcp.NewJSONRPCError(mcp.NewRequestId(id), mcp.INTERNAL_ERROR, err.Error(), nil), true
 	}
 	return mcp.NewJSONRPCResultResponse(mcp.NewRequestId(id), res), true
+}
+
+// requestID reads a request's id as json.Unmarshal into `any` reads it (a
+// number is a float64), without decoding again the common forms: a
+// number, or a string with no escapes. raw is part of a message that
+// parsed, so it is valid JSON.
+func requestID(raw json.RawMessage) (any, bool) {
+	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' && !bytes.ContainsRune(raw, '\\') {
+		return string(raw[1 : n-1]), true
+	}
+	if len(raw) > 0 && (raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9')) {
+		if f, err := strconv.ParseFloat(string(raw), 64); err == nil {
+			return f, true
+		}
+	}
+	var id any
+	if err := json.Unmarshal(raw, &id); err != nil {
+		return nil, false
+	}
+	return id, true
 }
 
 // handleRecovered is handle with mcp-go's WithRecovery around it: a panic

@@ -147,6 +147,12 @@ func TestFastPathAnswersAsMCPGo(t *testing.T) {
 		`{"jsonrpc":"2.0","id":13,"method":"tools/call","params":"nonsense"}`,
 		`{"jsonrpc":"1.0","id":14,"method":"tools/list"}`,
 		`{"jsonrpc":"2.0","id":15,"method":"ping"}`,
+		// ids the fast path reads itself, and ones it leaves to encoding/json
+		`{"jsonrpc":"2.0","id":-3,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":1e3,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":"q\"uote\u00e9","method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":"päivä","method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":12345678901234567890,"method":"tools/list"}`,
 	}
 	type side struct {
 		g   *Gate
