@@ -143,8 +143,9 @@ func listenAddr(a string) string {
 // gives memory back to the system.
 const idleTrimAfter = 30 * time.Second
 
-// trimWhenIdle calls trim once the gate has been idle for about `after`
-// since it last worked, and again only after more work: a burst of calls
+// trimWhenIdle calls trim once the gate has been idle for a whole tick of
+// `after` (so between one and two ticks after it last worked), and again
+// only after more work: a burst of calls
 // grows the Go heap (Badger's compactions most), which Go would otherwise
 // keep while the server waits for its next client.
 func trimWhenIdle(ctx context.Context, activity func() uint64, after time.Duration, trim func()) {
