@@ -45,7 +45,7 @@ type ctxProp struct {
 // made once per map while the runtime remembers it.
 func (rt *jsRuntime) contextJS(ctx any) goja.Value {
 	m, ok := ctx.(map[string]any)
-	if !ok || len(m) == 0 {
+	if !ok || len(m) == 0 || rt.mod.plainObjects {
 		return rt.toJS(ctx)
 	}
 	if js := rt.cached(m); js != nil {
@@ -59,6 +59,9 @@ func (rt *jsRuntime) contextJS(ctx any) goja.Value {
 // eventObj gives JavaScript code an event: a ctxObj over its data, with
 // its type; a probed event's object notes the reads of its payload.
 func (rt *jsRuntime) eventObj(ev interp.Event) goja.Value {
+	if rt.mod.plainObjects && ev.Probe() == nil {
+		return rt.toJS(ev)
+	}
 	c := &ctxObj{rt: rt, m: ev.Data, ev: &ev}
 	return rt.vm.NewDynamicObject(c)
 }

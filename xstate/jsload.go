@@ -2,6 +2,8 @@ package xstate
 
 import (
 	"fmt"
+	"os"
+	"regexp"
 	"sync"
 	"time"
 
@@ -55,7 +57,7 @@ func (l *Loader) preludeProgram() (*goja.Program, error) {
 // loadModule bundles and evaluates a module and returns it with its roots
 // described as Go values.
 func (l *Loader) loadModule(file string, roots func(*goja.Runtime, *goja.Object) ([]goja.Value, error)) (*jsModule, []any, error) {
-	code, _, diags := bundle(file)
+	code, files, diags := bundle(file)
 	if len(diags) > 0 {
 		return nil, nil, &LoadError{File: file, Diags: diags}
 	}
@@ -67,13 +69,32 @@ func (l *Loader) loadModule(file string, roots func(*goja.Runtime, *goja.Object)
 	if err != nil {
 		return nil, nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Msg: "cannot compile the bundled module: " + err.Error()}}}
 	}
-	mod := &jsModule{file: file, prog: prog, prelude: prelude, timeout: l.timeout(), roots: roots}
+	mod := &jsModule{file: file, prog: prog, prelude: prelude, timeout: l.timeout(), roots: roots, plainObjects: locksObjects(files)}
 	rt, described, err := mod.newRuntime()
 	if err != nil {
 		return nil, nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Msg: err.Error()}}}
 	}
 	mod.put(rt)
 	return mod, described, nil
+}
+
+// objectLocks matches code that may freeze or seal an object, or define
+// a property with attributes of its own: the dynamic objects that contexts
+// and events are given as (see ctxObj) refuse that, so a module with such
+// code gets plain objects instead. The match is on words, so a mention in
+// a comment or a name errs on the safe side.
+var objectLocks = regexp.MustCompile(`\b(freeze|seal|preventExtensions|defineProperty|defineProperties)\b`)
+
+// locksObjects reports whether any of a module's files may lock objects
+// (objectLocks); a file that cannot be read counts as one that may.
+func locksObjects(files []string) bool {
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil || objectLocks.Match(src) {
+			return true
+		}
+	}
+	return false
 }
 
 func isMarker(v goja.Value, kind string) bool {

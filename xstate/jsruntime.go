@@ -39,6 +39,9 @@ type jsModule struct {
 	// roots finds, in a runtime's module exports, the values whose
 	// functions are numbered (the machine, or the implementations).
 	roots func(rt *goja.Runtime, exports *goja.Object) ([]goja.Value, error)
+	// plainObjects gives code contexts and events as plain objects, not
+	// dynamic ones, for a module whose code may lock objects.
+	plainObjects bool
 
 	mu       sync.Mutex
 	idle     []*jsRuntime
@@ -918,6 +921,9 @@ func (rt *jsRuntime) fillArgs(ao *argsObj, a interp.Args) *goja.Object {
 // eventJS converts an event, reusing the conversion of the same event.
 func (rt *jsRuntime) eventJS(ev interp.Event) goja.Value {
 	if p := ev.Probe(); p != nil {
+		if rt.mod.plainObjects {
+			return rt.probeJS(ev)
+		}
 		return rt.eventObj(ev) // noting the reads of its payload
 	}
 	if ev.Data == nil {
@@ -1110,4 +1116,27 @@ func (rt *jsRuntime) enqueueFns() (*goja.Object, goja.Value) {
 		return vm.ToValue(ok)
 	})
 	return rt.enqueue, rt.check
+}
+
+// probeJS converts a probed event to a Proxy that records the reads of any
+// field but "type", for a module that gets plain objects (eventObj notes
+// them for the others).
+func (rt *jsRuntime) probeJS(ev interp.Event) goja.Value {
+	target := rt.toJS(interp.Event{Type: ev.Type, Data: ev.Data}).(*goja.Object)
+	note := func(property string) {
+		if property != "type" {
+			ev.Get(property)
+		}
+	}
+	p := rt.vm.NewProxy(target, &goja.ProxyTrapConfig{
+		Get: func(t *goja.Object, property string, receiver goja.Value) goja.Value {
+			note(property)
+			return t.Get(property)
+		},
+		Has: func(t *goja.Object, property string) bool {
+			note(property)
+			return t.Get(property) != nil
+		},
+	})
+	return rt.vm.ToValue(p)
 }
