@@ -3,6 +3,7 @@ package xstate
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -223,5 +224,49 @@ func TestContextChangedByCodeStaysOutOfTheSnapshot(t *testing.T) {
 	// snapshot keeps the context the machine's assigns made.
 	if want := `{"a":1,"b":"x","seen":[99,false,true]}`; string(got) != want {
 		t.Fatalf("context %s, want %s", got, want)
+	}
+}
+
+// TestProbeNotesPayloadReads checks that a guard reading the payload of a
+// probed event is seen, both on the dynamic event objects and on the plain
+// ones a module that may lock objects gets (the word "freeze" below).
+func TestProbeNotesPayloadReads(t *testing.T) {
+	for name, prelude := range map[string]string{
+		"dynamic objects": "",
+		"plain objects":   "// this module may Object.freeze what it gets\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "m.mjs")
+			src := prelude + `import { createMachine } from 'xstate';
+export default createMachine({
+  id: 'm', initial: 'a', context: { limit: 10 },
+  states: { a: { on: {
+    PAY: { guard: ({ context, event }) => event.amount <= context.limit, target: 'b' },
+    CLOSE: { guard: ({ context }) => context.limit > 100, target: 'b' },
+  } }, b: {} },
+});`
+			if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			m, _, err := (&Loader{}).LoadModule(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mod, ok := m.Impl.Host.(*jsModule); !ok || mod.plainObjects != (prelude != "") {
+				t.Fatalf("module host %T: plain objects = %v", m.Impl.Host, ok && mod.plainObjects)
+			}
+			a := interp.NewActor(m, interp.ActorOptions{})
+			a.Start()
+			for typ, wantRead := range map[string]bool{"PAY": true, "CLOSE": false} {
+				ev, probe := interp.ProbeEvent(typ)
+				ok, err := a.Snapshot().Can(ev)
+				if err != nil || ok {
+					t.Errorf("%s: Can = %v, %v; want false (no payload, or a limit too low)", typ, ok, err)
+				}
+				if probe.Read() != wantRead {
+					t.Errorf("%s: payload read = %v, want %v", typ, probe.Read(), wantRead)
+				}
+			}
+		})
 	}
 }
