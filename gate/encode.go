@@ -44,9 +44,9 @@ func (g *Gate) appendToolList(dst []byte, msg mcp.JSONRPCMessage) ([]byte, bool)
 		return dst, false
 	}
 	raws := make([][]byte, len(res.Tools))
-	g.mu.RLock()
+	tools := g.served.Load().tools
 	for i, t := range res.Tools {
-		ref, ok := g.tools[t.Name]
+		ref, ok := tools[t.Name]
 		switch {
 		case ok && t.Description == ref.full.Description:
 			raws[i] = ref.fullJSON
@@ -54,11 +54,9 @@ func (g *Gate) appendToolList(dst []byte, msg mcp.JSONRPCMessage) ([]byte, bool)
 			raws[i] = ref.compactJSON
 		}
 		if raws[i] == nil {
-			g.mu.RUnlock()
 			return dst, false
 		}
 	}
-	g.mu.RUnlock()
 	b, ok := appendHead(dst, resp.ID)
 	if !ok {
 		return dst, false

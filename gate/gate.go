@@ -56,10 +56,10 @@ type Gate struct {
 	store store.Store
 	srv   *server.MCPServer
 
-	mu       sync.RWMutex
-	machines map[string]*Machine // by id
-	sorted   []*Machine          // the same, sorted by id
-	tools    map[string]toolRef  // by tool name
+	// served is what the gate serves, replaced whole by SetMachines (under
+	// setMu) and read without a lock.
+	served atomic.Pointer[served]
+	setMu  sync.Mutex
 
 	locks keyedMutex
 
@@ -126,9 +126,17 @@ type session struct {
 	last []shown
 }
 
+// served is the machines a gate serves and their tools.
+type served struct {
+	machines map[string]*Machine // by id
+	sorted   []*Machine          // the same, sorted by id
+	tools    map[string]toolRef  // by tool name
+}
+
 // New makes a gate serving no machine yet.
 func New(opts Options) *Gate {
-	g := &Gate{opts: opts, log: opts.Logger, store: opts.Store, machines: map[string]*Machine{}, tools: map[string]toolRef{}, sessions: map[string]*session{}, viewers: map[instanceID]map[*session]bool{}, cache: map[instanceID]*instance{}}
+	g := &Gate{opts: opts, log: opts.Logger, store: opts.Store, sessions: map[string]*session{}, viewers: map[instanceID]map[*session]bool{}, cache: map[instanceID]*instance{}}
+	g.served.Store(&served{machines: map[string]*Machine{}, tools: map[string]toolRef{}})
 	if g.log == nil {
 		g.log = slog.Default()
 	}
@@ -179,11 +187,7 @@ func (g *Gate) Machines() []*Machine {
 
 // machineList returns the served machines sorted by id; the slice is
 // shared and must not be changed.
-func (g *Gate) machineList() []*Machine {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	return g.sorted
-}
+func (g *Gate) machineList() []*Machine { return g.served.Load().sorted }
 
 // ErrToolClash is returned by SetMachines when two machines make tools of
 // one name.
@@ -192,6 +196,17 @@ var ErrToolClash = errors.New("tool name clash")
 // SetMachines replaces the served machines. Tools of machines no longer
 // served are removed; sessions whose tool list changes are told.
 func (g *Gate) SetMachines(ms []*Machine) error {
+	if err := g.setMachines(ms); err != nil {
+		return err
+	}
+	g.refreshAll(context.Background())
+	return nil
+}
+
+// setMachines replaces what the gate serves; calls are serialized.
+func (g *Gate) setMachines(ms []*Machine) error {
+	g.setMu.Lock()
+	defer g.setMu.Unlock()
 	tools := map[string]toolRef{}
 	ids := map[string]*Machine{}
 	add := func(name string, ref toolRef) error {
@@ -241,10 +256,7 @@ func (g *Gate) SetMachines(ms []*Machine) error {
 	sort.Slice(add2, func(i, j int) bool { return add2[i].Tool.Name < add2[j].Tool.Name })
 	g.srv.AddTools(add2...)
 	sorted := slices.SortedFunc(maps.Values(ids), func(a, b *Machine) int { return strings.Compare(a.ID, b.ID) })
-	g.mu.Lock()
-	old := g.tools
-	g.machines, g.tools, g.sorted = ids, tools, sorted
-	g.mu.Unlock()
+	old := g.served.Swap(&served{machines: ids, tools: tools, sorted: sorted}).tools
 	var gone []string
 	for name := range old {
 		if _, ok := tools[name]; !ok {
@@ -254,7 +266,6 @@ func (g *Gate) SetMachines(ms []*Machine) error {
 	if len(gone) > 0 {
 		g.srv.DeleteTools(gone...)
 	}
-	g.refreshAll(context.Background())
 	return nil
 }
 
@@ -285,9 +296,7 @@ func (g *Gate) mcpTool(name string, ref toolRef, compact bool) mcp.Tool {
 }
 
 func (g *Gate) lookup(name string) (toolRef, bool) {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	ref, ok := g.tools[name]
+	ref, ok := g.served.Load().tools[name]
 	return ref, ok
 }
 

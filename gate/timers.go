@@ -117,9 +117,7 @@ func (g *Gate) RunTimers(ctx context.Context) error {
 // fireTimer delivers a due timer's event to its instance, stores the
 // result and tells the sessions that see the instance.
 func (g *Gate) fireTimer(ctx context.Context, k store.Key, t store.Timer) {
-	g.mu.RLock()
-	m := g.machines[k.Machine]
-	g.mu.RUnlock()
+	m := g.served.Load().machines[k.Machine]
 	drop := func() {
 		g.sched.mu.Lock()
 		ts := g.sched.due[k]
