@@ -24,7 +24,9 @@ func bundle(file string) (code string, files []string, diags []Diagnostic) {
 	plugin := api.Plugin{
 		Name: "stategate",
 		Setup: func(b api.PluginBuild) {
-			b.OnResolve(api.OnResolveOptions{Filter: `^xstate$`}, func(args api.OnResolveArgs) (api.OnResolveResult, error) {
+			// 'xstate/actions', 'xstate/actors' and 'xstate/guards' export
+			// parts of the same API; the shim has them all.
+			b.OnResolve(api.OnResolveOptions{Filter: `^xstate(/(actions|actors|guards))?$`}, func(args api.OnResolveArgs) (api.OnResolveResult, error) {
 				return api.OnResolveResult{Path: "xstate", Namespace: "stategate-xstate"}, nil
 			})
 			b.OnLoad(api.OnLoadOptions{Filter: `.*`, Namespace: "stategate-xstate"}, func(api.OnLoadArgs) (api.OnLoadResult, error) {

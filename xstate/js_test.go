@@ -62,6 +62,7 @@ func TestForbiddenImports(t *testing.T) {
 	for file, want := range map[string]string{
 		"forbidden.ts":       `forbidden.ts:2: cannot import "node:fs"`,
 		"package-import.mjs": `package-import.mjs:2: cannot import "lodash"`,
+		"xstate-graph.mjs":   `xstate-graph.mjs:2: cannot import "xstate/graph"`,
 	} {
 		_, _, err := (&Loader{}).LoadModule(jsFile(file))
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) {
