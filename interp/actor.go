@@ -1,5 +1,7 @@
 package interp
 
+import "fmt"
+
 // Actor runs a machine, or the logic of a child actor: it holds the
 // current snapshot, processes events one at a time (events sent while one
 // is processed wait in a mailbox), carries out the effects of each step,
@@ -30,6 +32,11 @@ type Actor struct {
 	// progress, and release gives it back; nil when it holds none.
 	held    any
 	release func()
+
+	// systemID is the actor's id in its tree's actor system ("" when it
+	// has none); the root keeps the registry (XState's system.get).
+	systemID string
+	system   map[string]*Actor
 
 	// The state of a child that is not a machine.
 	input     any
@@ -392,6 +399,11 @@ func (a *Actor) finish() {
 
 // halt stops taking events and cancels the actor's timers.
 func (a *Actor) halt() {
+	if a.systemID != "" {
+		if r := a.root(); r.system[a.systemID] == a {
+			delete(r.system, a.systemID)
+		}
+	}
 	a.stopped = true
 	a.mailbox = nil
 	for _, t := range a.timers {
@@ -580,4 +592,33 @@ func (a *Actor) processLogic(ev Event) {
 			a.sendSnapshot()
 		}
 	}
+}
+
+// root returns the root of the actor's tree.
+func (a *Actor) root() *Actor {
+	for a.parent != nil {
+		a = a.parent
+	}
+	return a
+}
+
+// System returns the actor of the tree registered under a system id (an
+// invoke's or a spawn's systemId), or nil: XState's system.get.
+func (a *Actor) System(systemID string) *Actor {
+	return a.root().system[systemID]
+}
+
+// register enters the actor in its tree's actor system under systemID; an
+// id another live actor holds is an error, as in XState.
+func (a *Actor) register(systemID string) error {
+	r := a.root()
+	if other := r.system[systemID]; other != nil && other != a {
+		return fmt.Errorf("Actor with system ID '%s' already exists.", systemID)
+	}
+	if r.system == nil {
+		r.system = map[string]*Actor{}
+	}
+	r.system[systemID] = a
+	a.systemID = systemID
+	return nil
 }

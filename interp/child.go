@@ -144,6 +144,11 @@ func (st *stepper) resolveChildAction(s *Snapshot, ev Event, a Action, params an
 				}
 			}
 			child = newChild(st.actor, id, logic, input, a.SyncSnapshot)
+			if a.SystemID != "" && st.actor != nil {
+				if err := child.register(a.SystemID); err != nil {
+					return nil, err
+				}
+			}
 		}
 		s = s.clone()
 		x := s.own()

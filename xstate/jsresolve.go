@@ -344,21 +344,31 @@ func (r *jsResolver) marker(x *jsMarker, name string) (interp.Action, error) {
 	return nil, fmt.Errorf("%s() is not an action", x.kind)
 }
 
-// target evaluates an actor: an id, or an actor ref ({id}) from a function.
+// target evaluates an actor: an id, or an actor ref from a function (one
+// the runtime made, such as system.get's, is the actor itself; another
+// object is taken for its id).
 func (r *jsResolver) target(v any, label string) *interp.Expr {
-	e := r.value(v, label)
-	if e == nil || e.Fn == nil {
-		return e
+	f, ok := v.(*jsFn)
+	if !ok {
+		return r.value(v, label)
 	}
-	fn := e.Fn
 	return &interp.Expr{Fn: func(a interp.Args, params any) (any, error) {
-		v, err := fn(a, params)
-		if m, ok := v.(map[string]any); ok {
-			if id, ok := m["id"].(string); ok {
-				return id, err
+		rt, out, err := callFn(f, label, a, params)
+		if err != nil {
+			return nil, err
+		}
+		if o, ok := out.(*goja.Object); ok {
+			if ref, ok := o.Export().(*selfObj); ok {
+				return ref.actor, nil
 			}
 		}
-		return v, err
+		v := rt.fromJS(out)
+		if m, ok := v.(map[string]any); ok {
+			if id, ok := m["id"].(string); ok {
+				return id, nil
+			}
+		}
+		return v, nil
 	}}
 }
 

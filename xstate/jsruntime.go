@@ -797,7 +797,10 @@ type argsObj struct {
 	o                    *goja.Object
 	ctx, ev, self, input goja.Value
 	enqueue, check       goja.Value
-	extra                map[string]goja.Value
+	// actor is the call's self, whose actor system is made on first read.
+	actor  *interp.Actor
+	system goja.Value
+	extra  map[string]goja.Value
 }
 
 // newArgs makes an argument object; enqueue gives it enqueueActions'
@@ -827,6 +830,11 @@ func (ao *argsObj) field(key string) *goja.Value {
 		return &ao.enqueue
 	case "check":
 		return &ao.check
+	case "system":
+		if ao.system == nil && ao.actor != nil {
+			ao.system = ao.rt.systemJS(ao.actor)
+		}
+		return &ao.system
 	}
 	return nil
 }
@@ -875,7 +883,7 @@ func (ao *argsObj) Delete(key string) bool {
 // object made for the call would have them.
 func (ao *argsObj) Keys() []string {
 	var keys []string
-	for _, k := range [...]string{"enqueue", "check", "context", "event", "self", "input"} {
+	for _, k := range [...]string{"enqueue", "check", "context", "event", "self", "system", "input"} {
 		if *ao.field(k) != nil {
 			keys = append(keys, k)
 		}
@@ -908,6 +916,7 @@ func isFunction(v goja.Value) bool {
 func (rt *jsRuntime) fillArgs(ao *argsObj, a interp.Args) *goja.Object {
 	ao.ctx = rt.contextJS(a.Context)
 	ao.ev = rt.eventJS(a.Event)
+	ao.actor, ao.system = a.Self, nil
 	if a.Self != nil {
 		ao.self = rt.selfJS(a.Self)
 	}
@@ -947,6 +956,20 @@ func (rt *jsRuntime) eventJS(ev interp.Event) goja.Value {
 	v := rt.eventObj(ev)
 	rt.remember(ev.Data, v)
 	return v
+}
+
+// systemJS is the `system` of calls: {get(systemId)}, which gives the
+// actor registered under that id in the tree (as an actor ref), or
+// undefined.
+func (rt *jsRuntime) systemJS(a *interp.Actor) goja.Value {
+	o := rt.vm.NewObject()
+	_ = o.Set("get", func(call goja.FunctionCall) goja.Value {
+		if found := a.System(call.Argument(0).String()); found != nil {
+			return rt.vm.NewDynamicObject(&selfObj{rt: rt, actor: found})
+		}
+		return goja.Undefined()
+	})
+	return o
 }
 
 func (rt *jsRuntime) selfJS(a *interp.Actor) goja.Value {
