@@ -1,6 +1,7 @@
 package interp
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 )
@@ -108,6 +109,38 @@ func (st *stepper) stopChildren(s *Snapshot) *Snapshot {
 		}
 	}
 	return s
+}
+
+// spawn makes a child for an assign's spawn (Args.Spawn); the assign adds
+// it to the snapshot and starts it, as spawnChild does.
+func (st *stepper) spawn(src any, o SpawnOptions) (*Actor, error) {
+	var logic ActorLogic
+	switch x := src.(type) {
+	case string:
+		logic = st.m.Impl.Actors[x]
+		if logic == nil {
+			return nil, fmt.Errorf("Actor logic '%s' not implemented in machine '%s'", x, st.m.ID)
+		}
+	case ActorLogic:
+		logic = x
+	default:
+		return nil, errors.New("spawn() needs an actor name or logic")
+	}
+	id := o.ID
+	if id == "" {
+		id = st.newID()
+	}
+	input := o.Input
+	if sealer, ok := st.m.Impl.Host.(Sealer); ok && input != nil {
+		input = sealer.Seal(st.rt, input)
+	}
+	c := newChild(st.actor, id, logic, input, o.SyncSnapshot)
+	if o.SystemID != "" && st.actor != nil {
+		if err := c.register(o.SystemID); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 func (st *stepper) resolveChildAction(s *Snapshot, ev Event, a Action, params any) (*Snapshot, error) {

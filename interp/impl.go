@@ -84,6 +84,18 @@ type Args struct {
 	// Runtime is what the machine's Host lent the step (a JavaScript
 	// runtime), nil for a machine with no Host.
 	Runtime any
+	// Spawn, given to an assign's function only, starts a child as
+	// spawnChild does and returns it (XState's spawn in assign): src is
+	// the name of one of the machine's actors, or an ActorLogic.
+	Spawn func(src any, opts SpawnOptions) (*Actor, error)
+}
+
+// SpawnOptions are the options of Args.Spawn.
+type SpawnOptions struct {
+	ID           string
+	Input        any
+	SystemID     string
+	SyncSnapshot bool
 }
 
 // Expr is a value that is either static or computed from Args and params,

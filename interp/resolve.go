@@ -83,14 +83,23 @@ func (st *stepper) resolveAction(s *Snapshot, ev Event, a Action, params any) (*
 		st.impure = true
 		old, _ := s.Context.(map[string]any)
 		var ctx map[string]any
+		args := st.args(s, ev)
+		var spawned []*Actor
+		args.Spawn = func(src any, o SpawnOptions) (*Actor, error) {
+			c, err := st.spawn(src, o)
+			if err == nil {
+				spawned = append(spawned, c)
+			}
+			return c, err
+		}
 		if a.Into != nil {
 			ctx = make(map[string]any, len(old)+1)
 			maps.Copy(ctx, old)
-			if err := a.Into(st.args(s, ev), params, ctx); err != nil {
+			if err := a.Into(args, params, ctx); err != nil {
 				return nil, err
 			}
 		} else {
-			update, err := a.Fn(st.args(s, ev), params)
+			update, err := a.Fn(args, params)
 			if err != nil {
 				return nil, err
 			}
@@ -100,6 +109,17 @@ func (st *stepper) resolveAction(s *Snapshot, ev Event, a Action, params any) (*
 		}
 		s = s.clone()
 		s.Context = ctx
+		if len(spawned) > 0 {
+			x := s.own()
+			x.children = maps.Clone(x.children)
+			if x.children == nil {
+				x.children = map[string]*Actor{}
+			}
+			for _, c := range spawned {
+				x.children[c.ID] = c
+				st.effects = append(st.effects, Effect{Kind: EffectStart, To: c})
+			}
+		}
 	case *RaiseAction:
 		args := st.args(s, ev)
 		v, err := st.eval(a.Event, args, params)

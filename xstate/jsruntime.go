@@ -800,7 +800,12 @@ type argsObj struct {
 	// actor is the call's self, whose actor system is made on first read.
 	actor  *interp.Actor
 	system goja.Value
-	extra  map[string]goja.Value
+	// spawnFn is an assign's spawn (nil in other calls); spawn, the
+	// function code gets for it, is made once per object.
+	spawnFn   func(src any, o interp.SpawnOptions) (*interp.Actor, error)
+	spawn     goja.Value
+	spawnNone goja.Value // always nil: no spawn in this call
+	extra     map[string]goja.Value
 }
 
 // newArgs makes an argument object; enqueue gives it enqueueActions'
@@ -835,8 +840,58 @@ func (ao *argsObj) field(key string) *goja.Value {
 			ao.system = ao.rt.systemJS(ao.actor)
 		}
 		return &ao.system
+	case "spawn":
+		if ao.spawnFn == nil {
+			return &ao.spawnNone
+		}
+		if ao.spawn == nil {
+			ao.spawn = ao.rt.vm.ToValue(ao.callSpawn)
+		}
+		return &ao.spawn
 	}
 	return nil
+}
+
+// callSpawn is spawn(src, {id, input, systemId, syncSnapshot}) in an
+// assign's function: src is an actor's name or logic (fromPromise(...), a
+// machine); it returns the new child's actor ref.
+func (ao *argsObj) callSpawn(call goja.FunctionCall) goja.Value {
+	rt := ao.rt
+	var src any
+	if arg := call.Argument(0); goja.IsString(arg) {
+		src = arg.String()
+	} else {
+		w := &walker{rt: rt, direct: true}
+		v, err := w.walk(arg, 0)
+		if err != nil {
+			panic(rt.vm.NewGoError(err))
+		}
+		logic, ok, err := (&jsResolver{mod: rt.mod}).invokeLogic(v)
+		if err != nil || !ok {
+			panic(rt.vm.NewTypeError("spawn() needs an actor name or logic"))
+		}
+		src = logic
+	}
+	var o interp.SpawnOptions
+	if opts, ok := call.Argument(1).(*goja.Object); ok {
+		if v := opts.Get("id"); v != nil && !goja.IsUndefined(v) {
+			o.ID = v.String()
+		}
+		if v := opts.Get("systemId"); v != nil && !goja.IsUndefined(v) {
+			o.SystemID = v.String()
+		}
+		if v := opts.Get("input"); v != nil && !goja.IsUndefined(v) {
+			o.Input = rt.lazy(v)
+		}
+		if v := opts.Get("syncSnapshot"); v != nil {
+			o.SyncSnapshot = v.ToBoolean()
+		}
+	}
+	c, err := ao.spawnFn(src, o)
+	if err != nil {
+		panic(rt.vm.NewGoError(err))
+	}
+	return rt.vm.NewDynamicObject(&selfObj{rt: rt, actor: c})
 }
 
 // Get returns a property (goja.DynamicObject).
@@ -883,7 +938,7 @@ func (ao *argsObj) Delete(key string) bool {
 // object made for the call would have them.
 func (ao *argsObj) Keys() []string {
 	var keys []string
-	for _, k := range [...]string{"enqueue", "check", "context", "event", "self", "system", "input"} {
+	for _, k := range [...]string{"spawn", "enqueue", "check", "context", "event", "self", "system", "input"} {
 		if *ao.field(k) != nil {
 			keys = append(keys, k)
 		}
@@ -917,6 +972,7 @@ func (rt *jsRuntime) fillArgs(ao *argsObj, a interp.Args) *goja.Object {
 	ao.ctx = rt.contextJS(a.Context)
 	ao.ev = rt.eventJS(a.Event)
 	ao.actor, ao.system = a.Self, nil
+	ao.spawnFn, ao.spawnNone = a.Spawn, nil
 	if a.Self != nil {
 		ao.self = rt.selfJS(a.Self)
 	}
@@ -1011,6 +1067,15 @@ func (s *selfObj) Get(key string) goja.Value {
 		})
 		s.Set(key, send)
 		return send
+	case "toJSON":
+		// As XState's actor refs: JSON shows {xstate$$type: 1, id}.
+		rt, id := s.rt, s.actor.ID
+		return rt.vm.ToValue(func(goja.FunctionCall) goja.Value {
+			o := rt.vm.NewObject()
+			_ = o.Set("xstate$$type", 1)
+			_ = o.Set("id", id)
+			return o
+		})
 	}
 	return nil
 }
@@ -1048,9 +1113,10 @@ func (s *selfObj) Keys() []string {
 	return keys
 }
 
-// plain is self as JSON shows it: {id}, and the properties set on it.
+// plain is an actor ref as JSON shows it, as XState's toJSON gives it
+// ({xstate$$type: 1, id}), with the properties set on it.
 func (s *selfObj) plain() map[string]any {
-	m := map[string]any{"id": s.actor.ID}
+	m := map[string]any{"xstate$$type": smallNumbers[1], "id": s.actor.ID}
 	for k, v := range s.props {
 		if _, isFn := goja.AssertFunction(v); !isFn && k != "id" {
 			m[k] = s.rt.fromJS(v)
