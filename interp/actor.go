@@ -289,7 +289,18 @@ func (a *Actor) drain() {
 		return
 	}
 	a.busy = true
-	for len(a.mailbox) > 0 && !a.stopped {
+	for n := 0; len(a.mailbox) > 0 && !a.stopped; n++ {
+		if n == MaxMailboxEvents {
+			a.mailbox = nil
+			err := fmt.Errorf("%w: more than %d events sent to actor '%s' while it processed one (actors that send to themselves or to each other without end)", ErrLoop, MaxMailboxEvents, a.ID)
+			if a.m != nil {
+				a.snap = a.snap.withStatus(StatusError, nil, err)
+			} else {
+				a.status, a.err = StatusError, err
+			}
+			a.finish()
+			break
+		}
 		ev := a.mailbox[0]
 		a.mailbox = a.mailbox[1:]
 		if a.m == nil {
@@ -593,6 +604,13 @@ func (a *Actor) processLogic(ev Event) {
 		}
 	}
 }
+
+// MaxMailboxEvents bounds the events an actor processes for one Send
+// (those sent to it meanwhile, by itself or by other actors, wait in its
+// mailbox). XState has no bound and hangs on actors that send to
+// themselves or to each other without end (a sendTo whose target is
+// null sends to self); stategate stops the actor with ErrLoop instead.
+const MaxMailboxEvents = 100_000
 
 // root returns the root of the actor's tree.
 func (a *Actor) root() *Actor {

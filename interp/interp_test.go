@@ -276,3 +276,44 @@ func TestPruneRemovedStates(t *testing.T) {
 		}
 	}
 }
+
+// TestSelfSendingWithoutEndIsAnError checks that an actor whose actions
+// send it events without end (XState hangs) stops with ErrLoop once it has
+// processed MaxMailboxEvents events for one Send, and that a machine that
+// sends to itself a bounded number of times is left alone.
+func TestSelfSendingWithoutEndIsAnError(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		limit int // sends per Send; -1: without end
+		want  interp.Status
+	}{
+		{"bounded", 1000, interp.StatusActive},
+		{"without end", -1, interp.StatusError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := mustJSON(t, `{"id":"m","initial":"a","states":{"a":{"on":{"PING":{"actions":"again"}}}}}`)
+			sent := 0
+			m = m.Provide(interp.Implementations{Actions: map[string]interp.Action{
+				"again": &interp.FuncAction{Name: "again", Fn: func(a interp.Args, _ any) error {
+					if tc.limit < 0 || sent < tc.limit {
+						sent++
+						a.Self.Send(interp.Event{Type: "PING"})
+					}
+					return nil
+				}},
+			}})
+			a := interp.NewActor(m, interp.ActorOptions{})
+			a.Start()
+			send(a, "PING")
+			s := a.Snapshot()
+			if s.Status != tc.want {
+				t.Fatalf("status %v (error %v) after %d sends, want %v", s.Status, s.Err(), sent, tc.want)
+			}
+			// The event sent, then MaxMailboxEvents from the mailbox, each
+			// sending one more.
+			if tc.want == interp.StatusError && (!errors.Is(s.Err(), interp.ErrLoop) || sent != interp.MaxMailboxEvents+1) {
+				t.Fatalf("error %v after %d sends, want ErrLoop after %d", s.Err(), sent, interp.MaxMailboxEvents+1)
+			}
+		})
+	}
+}
