@@ -464,3 +464,29 @@ func TestActivityCountsCallsAndLists(t *testing.T) {
 		t.Fatal("the activity moved with no request")
 	}
 }
+
+// TestCallThatLoopsIsAnError checks that a call whose machine sends to
+// itself without end (where XState hangs) is answered with the error, and
+// that the instance keeps its state.
+func TestCallThatLoopsIsAnError(t *testing.T) {
+	url, _ := setupWith(t, map[string]string{"looper.mjs": `import { createMachine, sendTo, assign } from 'xstate';
+export default createMachine({
+  id: 'looper', initial: 'idle', context: { n: 0 },
+  states: { idle: { on: {
+    SPIN: { actions: sendTo(() => null, { type: 'SPIN' }) },
+    BUMP: { actions: assign({ n: ({ context }) => context.n + 1 }) },
+  } } },
+});`})
+	c := connect(t, url)
+	if _, _, isErr := c.call("looper_bump", nil); isErr {
+		t.Fatal("looper_bump failed")
+	}
+	text, _, isErr := c.call("looper_spin", nil)
+	if !isErr || !strings.Contains(text, "infinite loop") {
+		t.Fatalf("looper_spin: isError %v, %q", isErr, text)
+	}
+	_, sc, _ := c.call("looper_status", nil)
+	if sc["status"] != "active" || sc["context"].(map[string]any)["n"] != 1.0 {
+		t.Fatalf("after the loop: %v", sc)
+	}
+}
