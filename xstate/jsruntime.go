@@ -1067,6 +1067,9 @@ func (s *selfObj) Get(key string) goja.Value {
 		})
 		s.Set(key, send)
 		return send
+	case "getSnapshot":
+		rt, a := s.rt, s.actor
+		return rt.vm.ToValue(func(goja.FunctionCall) goja.Value { return rt.snapshotJS(a) })
 	case "toJSON":
 		// As XState's actor refs: JSON shows {xstate$$type: 1, id}.
 		rt, id := s.rt, s.actor.ID
@@ -1228,4 +1231,44 @@ func (rt *jsRuntime) probeJS(ev interp.Event) goja.Value {
 		},
 	})
 	return rt.vm.ToValue(p)
+}
+
+// snapshotJS is an actor's snapshot as getSnapshot() gives it: the one
+// the actor holds, so during a step the snapshot from before the event,
+// as in XState. A machine's has value, context, status, output, error,
+// children and the methods matches and hasTag; another actor's has its
+// status.
+func (rt *jsRuntime) snapshotJS(a *interp.Actor) goja.Value {
+	o := rt.vm.NewObject()
+	var status, output any
+	var err error
+	if m := a.Machine(); m != nil {
+		s := a.Snapshot()
+		status, output, err = s.Status.String(), s.Output(), s.Err()
+		_ = o.Set("value", rt.toJS(s.Value()))
+		_ = o.Set("context", rt.contextJS(s.Context))
+		children := rt.vm.NewObject()
+		for _, id := range s.Children() {
+			if c := s.Child(id); c != nil {
+				_ = children.Set(id, rt.vm.NewDynamicObject(&selfObj{rt: rt, actor: c}))
+			}
+		}
+		_ = o.Set("children", children)
+		_ = o.Set("matches", func(call goja.FunctionCall) goja.Value {
+			return rt.vm.ToValue(s.Matches(rt.fromJS(call.Argument(0))))
+		})
+		_ = o.Set("hasTag", func(call goja.FunctionCall) goja.Value {
+			return rt.vm.ToValue(s.HasTag(call.Argument(0).String()))
+		})
+	} else {
+		status = a.Status().String()
+	}
+	_ = o.Set("status", status)
+	_ = o.Set("output", rt.toJS(output))
+	if err != nil {
+		_ = o.Set("error", rt.toJS(err))
+	} else {
+		_ = o.Set("error", goja.Undefined())
+	}
+	return o
 }
