@@ -1191,6 +1191,9 @@ func (rt *jsRuntime) enqueueFns() (*goja.Object, goja.Value) {
 		return goja.Undefined()
 	}).ToObject(vm)
 	for name := range creatorFields {
+		if name == "log" || name == "forwardTo" {
+			continue // XState's enqueue has neither
+		}
 		_ = enq.Set(name, func(call goja.FunctionCall) goja.Value {
 			push(name, call.Arguments)
 			return goja.Undefined()
