@@ -110,6 +110,8 @@ type stepper struct {
 	depth   int
 	arena   []uint64 // backing for tmpSet
 	rt      any      // the runtime the Host lent for this step
+	// spawned collects the children an assign's function spawns.
+	spawned []*Actor
 	// impure notes that user code ran (a function guard, action or
 	// expression, or a generated id): the step may not be replayed.
 	impure bool

@@ -111,7 +111,18 @@ func (st *stepper) stopChildren(s *Snapshot) *Snapshot {
 	return s
 }
 
-// spawn makes a child for an assign's spawn (Args.Spawn); the assign adds
+// Spawn is the Spawner of an assign's function: the children it makes are
+// collected for the assign in progress (st.spawned), which adds them to
+// its snapshot.
+func (st *stepper) Spawn(src any, o SpawnOptions) (*Actor, error) {
+	c, err := st.spawn(src, o)
+	if err == nil {
+		st.spawned = append(st.spawned, c)
+	}
+	return c, err
+}
+
+// spawn makes a child for an assign's spawn (Args.Spawner); the assign adds
 // it to the snapshot and starts it, as spawnChild does.
 func (st *stepper) spawn(src any, o SpawnOptions) (*Actor, error) {
 	var logic ActorLogic

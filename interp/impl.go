@@ -84,13 +84,18 @@ type Args struct {
 	// Runtime is what the machine's Host lent the step (a JavaScript
 	// runtime), nil for a machine with no Host.
 	Runtime any
-	// Spawn, given to an assign's function only, starts a child as
-	// spawnChild does and returns it (XState's spawn in assign): src is
-	// the name of one of the machine's actors, or an ActorLogic.
-	Spawn func(src any, opts SpawnOptions) (*Actor, error)
+	// Spawner, given to an assign's function only, starts children at run
+	// time (XState's spawn in assign).
+	Spawner Spawner
 }
 
-// SpawnOptions are the options of Args.Spawn.
+// Spawner starts a child as spawnChild does and returns it: src is the
+// name of one of the machine's actors, or an ActorLogic.
+type Spawner interface {
+	Spawn(src any, opts SpawnOptions) (*Actor, error)
+}
+
+// SpawnOptions are the options of a Spawner's Spawn.
 type SpawnOptions struct {
 	ID           string
 	Input        any

@@ -84,14 +84,8 @@ func (st *stepper) resolveAction(s *Snapshot, ev Event, a Action, params any) (*
 		old, _ := s.Context.(map[string]any)
 		var ctx map[string]any
 		args := st.args(s, ev)
-		var spawned []*Actor
-		args.Spawn = func(src any, o SpawnOptions) (*Actor, error) {
-			c, err := st.spawn(src, o)
-			if err == nil {
-				spawned = append(spawned, c)
-			}
-			return c, err
-		}
+		args.Spawner = st
+		st.spawned = st.spawned[:0]
 		if a.Into != nil {
 			ctx = make(map[string]any, len(old)+1)
 			maps.Copy(ctx, old)
@@ -109,16 +103,18 @@ func (st *stepper) resolveAction(s *Snapshot, ev Event, a Action, params any) (*
 		}
 		s = s.clone()
 		s.Context = ctx
-		if len(spawned) > 0 {
+		if len(st.spawned) > 0 {
 			x := s.own()
 			x.children = maps.Clone(x.children)
 			if x.children == nil {
 				x.children = map[string]*Actor{}
 			}
-			for _, c := range spawned {
+			for _, c := range st.spawned {
 				x.children[c.ID] = c
 				st.effects = append(st.effects, Effect{Kind: EffectStart, To: c})
 			}
+			clear(st.spawned)
+			st.spawned = st.spawned[:0]
 		}
 	case *RaiseAction:
 		args := st.args(s, ev)

@@ -800,9 +800,9 @@ type argsObj struct {
 	// actor is the call's self, whose actor system is made on first read.
 	actor  *interp.Actor
 	system goja.Value
-	// spawnFn is an assign's spawn (nil in other calls); spawn, the
-	// function code gets for it, is made once per object.
-	spawnFn   func(src any, o interp.SpawnOptions) (*interp.Actor, error)
+	// spawner is an assign's (nil in other calls); spawn, the function
+	// code gets for it, is made once per object.
+	spawner   interp.Spawner
 	spawn     goja.Value
 	spawnNone goja.Value // always nil: no spawn in this call
 	extra     map[string]goja.Value
@@ -841,7 +841,7 @@ func (ao *argsObj) field(key string) *goja.Value {
 		}
 		return &ao.system
 	case "spawn":
-		if ao.spawnFn == nil {
+		if ao.spawner == nil {
 			return &ao.spawnNone
 		}
 		if ao.spawn == nil {
@@ -887,7 +887,7 @@ func (ao *argsObj) callSpawn(call goja.FunctionCall) goja.Value {
 			o.SyncSnapshot = v.ToBoolean()
 		}
 	}
-	c, err := ao.spawnFn(src, o)
+	c, err := ao.spawner.Spawn(src, o)
 	if err != nil {
 		panic(rt.vm.NewGoError(err))
 	}
@@ -972,7 +972,7 @@ func (rt *jsRuntime) fillArgs(ao *argsObj, a interp.Args) *goja.Object {
 	ao.ctx = rt.contextJS(a.Context)
 	ao.ev = rt.eventJS(a.Event)
 	ao.actor, ao.system = a.Self, nil
-	ao.spawnFn, ao.spawnNone = a.Spawn, nil
+	ao.spawner, ao.spawnNone = a.Spawner, nil
 	if a.Self != nil {
 		ao.self = rt.selfJS(a.Self)
 	}
