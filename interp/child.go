@@ -141,13 +141,22 @@ func (st *stepper) spawn(src any, o SpawnOptions) (*Actor, error) {
 	if id == "" {
 		id = st.newID()
 	}
-	input := o.Input
-	if sealer, ok := st.m.Impl.Host.(Sealer); ok && input != nil {
-		input = sealer.Seal(st.rt, input)
+	return st.makeChild(logic, id, o.Input, o.SyncSnapshot, o.SystemID)
+}
+
+// makeChild makes a child actor of the step's actor, entered in the actor
+// system under systemID when there is one.
+func (st *stepper) makeChild(logic ActorLogic, id string, input any, sync bool, systemID string) (*Actor, error) {
+	if _, isMachine := logic.(*MachineLogic); isMachine {
+		// A child machine's input goes into Go values (its init event),
+		// which Go code may read.
+		if sealer, ok := st.m.Impl.Host.(Sealer); ok {
+			input = sealer.Seal(st.rt, input)
+		}
 	}
-	c := newChild(st.actor, id, logic, input, o.SyncSnapshot)
-	if o.SystemID != "" && st.actor != nil {
-		if err := c.register(o.SystemID); err != nil {
+	c := newChild(st.actor, id, logic, input, sync)
+	if systemID != "" && st.actor != nil {
+		if err := c.register(systemID); err != nil {
 			return nil, err
 		}
 	}
@@ -180,18 +189,8 @@ func (st *stepper) resolveChildAction(s *Snapshot, ev Event, a Action, params an
 			if err != nil {
 				return nil, err
 			}
-			if _, isMachine := logic.(*MachineLogic); isMachine {
-				// A child machine's input goes into Go values (its init
-				// event), which Go code may read.
-				if sealer, ok := st.m.Impl.Host.(Sealer); ok {
-					input = sealer.Seal(st.rt, input)
-				}
-			}
-			child = newChild(st.actor, id, logic, input, a.SyncSnapshot)
-			if a.SystemID != "" && st.actor != nil {
-				if err := child.register(a.SystemID); err != nil {
-					return nil, err
-				}
+			if child, err = st.makeChild(logic, id, input, a.SyncSnapshot, a.SystemID); err != nil {
+				return nil, err
 			}
 		}
 		s = s.clone()
