@@ -148,6 +148,19 @@ func (r *jsResolver) emitted(v any, label string) *interp.Expr {
 // eventExpr is event and emitted: toEvent turns the object a function
 // returns into the event.
 func (r *jsResolver) eventExpr(v any, label string, toEvent func(*jsRuntime, *goja.Object) (any, bool)) *interp.Expr {
+	return r.fnExpr(v, label, func(rt *jsRuntime, out goja.Value) any {
+		if o := plainObject(out); o != nil {
+			if ev, ok := toEvent(rt, o); ok {
+				return ev
+			}
+		}
+		return rt.fromJS(out)
+	})
+}
+
+// fnExpr is the Expr of v: a value as it is, or a function whose result
+// convert turns into the expression's value.
+func (r *jsResolver) fnExpr(v any, label string, convert func(*jsRuntime, goja.Value) any) *interp.Expr {
 	f, ok := v.(*jsFn)
 	if !ok {
 		return r.value(v, label)
@@ -157,12 +170,7 @@ func (r *jsResolver) eventExpr(v any, label string, toEvent func(*jsRuntime, *go
 		if err != nil {
 			return nil, err
 		}
-		if o := plainObject(out); o != nil {
-			if ev, ok := toEvent(rt, o); ok {
-				return ev, nil
-			}
-		}
-		return rt.fromJS(out), nil
+		return convert(rt, out), nil
 	}}
 }
 
@@ -348,28 +356,20 @@ func (r *jsResolver) marker(x *jsMarker, name string) (interp.Action, error) {
 // the runtime made, such as system.get's, is the actor itself; another
 // object is taken for its id).
 func (r *jsResolver) target(v any, label string) *interp.Expr {
-	f, ok := v.(*jsFn)
-	if !ok {
-		return r.value(v, label)
-	}
-	return &interp.Expr{Fn: func(a interp.Args, params any) (any, error) {
-		rt, out, err := callFn(f, label, a, params)
-		if err != nil {
-			return nil, err
-		}
+	return r.fnExpr(v, label, func(rt *jsRuntime, out goja.Value) any {
 		if o, ok := out.(*goja.Object); ok {
 			if ref, ok := o.Export().(*selfObj); ok {
-				return ref.actor, nil
+				return ref.actor
 			}
 		}
 		v := rt.fromJS(out)
 		if m, ok := v.(map[string]any); ok {
 			if id, ok := m["id"].(string); ok {
-				return id, nil
+				return id
 			}
 		}
-		return v, nil
-	}}
+		return v
+	})
 }
 
 func (r *jsResolver) assign(v any, label string) (interp.Action, error) {
