@@ -61,7 +61,8 @@ type ActorOptions struct {
 	OnEmit func(Event)
 	// OnLog receives what log actions log.
 	OnLog func(label string, value any)
-	// ID names the actor ("" for the machine id).
+	// ID names the actor; "" gives "x:0", the id XState gives a root actor
+	// (its children's generated ids are "x:1", "x:2", ...).
 	ID string
 	// Timers are pending delayed events to restore with Snapshot (XState
 	// does not persist them; stategate's server does).
@@ -117,7 +118,7 @@ func seal(m *Machine, rt any, s *Snapshot) *Snapshot {
 func NewActor(m *Machine, opts ActorOptions) *Actor {
 	a := &Actor{ID: opts.ID, m: m, clock: opts.Clock, opts: opts}
 	if a.ID == "" {
-		a.ID = m.ID
+		a.ID = "x:0"
 	}
 	if a.clock == nil {
 		a.clock = NewSimClock()

@@ -167,9 +167,10 @@ func TestSelf(t *testing.T) {
 	if s.Status != interp.StatusActive || s.Err() != nil {
 		t.Fatalf("status %v, error %v", s.Status, s.Err())
 	}
-	// JSON shows an actor ref as XState's toJSON does. (XState's own self
-	// has many more keys, and a root actor's id is its session id.)
-	want := map[string]any{"id": "me", "json": `{"xstate$$type":1,"id":"me"}`, "keys": "id,send", "ref": map[string]any{"id": "me", "xstate$$type": 1}}
+	// As the oracle gives them: a root actor's id is "x:0", and JSON shows
+	// an actor ref as XState's toJSON does. (XState's own self has many
+	// more keys.)
+	want := map[string]any{"id": "x:0", "json": `{"xstate$$type":1,"id":"x:0"}`, "keys": "id,send", "ref": map[string]any{"id": "x:0", "xstate$$type": 1}}
 	if got, _ := json.Marshal(s.Context); string(got) != string(must(json.Marshal(want))) {
 		t.Errorf("context %s, want %s", got, must(json.Marshal(want)))
 	}
