@@ -40,7 +40,7 @@ type simTimer struct {
 }
 
 // NewSimClock returns a simulated clock at time 0.
-func NewSimClock() *SimClock { return &SimClock{timers: make([]simTimer, 0, 4)} }
+func NewSimClock() *SimClock { return &SimClock{} }
 
 // Now returns the simulated time.
 func (c *SimClock) Now() float64 { return c.now }
