@@ -14,6 +14,19 @@ import (
 
 func jsFile(name string) string { return filepath.Join("testdata", "js", name) }
 
+// startModule loads a module of testdata/js with l and starts an actor of
+// its machine.
+func startModule(t *testing.T, l *Loader, name string) *interp.Actor {
+	t.Helper()
+	m, _, err := l.LoadModule(jsFile(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := interp.NewActor(m, interp.ActorOptions{})
+	a.Start()
+	return a
+}
+
 func TestInterruptRunawayGuard(t *testing.T) {
 	l := &Loader{Timeout: 100 * time.Millisecond}
 	m, _, err := l.LoadModule(jsFile("loop.mjs"))
@@ -45,12 +58,7 @@ func TestInterruptRunawayGuard(t *testing.T) {
 }
 
 func TestDeepRecursionIsAnError(t *testing.T) {
-	m, _, err := (&Loader{}).LoadModule(jsFile("loop.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := interp.NewActor(m, interp.ActorOptions{})
-	a.Start()
+	a := startModule(t, &Loader{}, "loop.mjs")
 	a.Send(interp.Event{Type: "RECURSE"})
 	s := a.Snapshot()
 	if s.Status != interp.StatusError || !strings.Contains(s.Err().Error(), "Maximum call stack size exceeded") {
@@ -83,12 +91,7 @@ func TestSyntaxErrorNamesFileAndLine(t *testing.T) {
 }
 
 func TestRelativeImports(t *testing.T) {
-	m, _, err := (&Loader{}).LoadModule(jsFile("uses-helper.ts"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := interp.NewActor(m, interp.ActorOptions{})
-	a.Start()
+	a := startModule(t, &Loader{}, "uses-helper.ts")
 	a.Send(interp.Event{Type: "PAY", Data: map[string]any{"amount": 40.0}})
 	if v := a.Snapshot().Value(); v != "open" {
 		t.Fatalf("small payment went to %v", v)
@@ -143,12 +146,7 @@ func TestMissingImplementations(t *testing.T) {
 
 func TestJSOwnImplementationsComeFirst(t *testing.T) {
 	reg := NewRegistry().Guard("isLarge", func(interp.Args, any) (bool, error) { return false, nil })
-	m, _, err := (&Loader{Registry: reg}).LoadModule(jsFile("uses-helper.ts"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := interp.NewActor(m, interp.ActorOptions{})
-	a.Start()
+	a := startModule(t, &Loader{Registry: reg}, "uses-helper.ts")
 	a.Send(interp.Event{Type: "PAY", Data: map[string]any{"amount": 400.0}})
 	if v := a.Snapshot().Value(); v != "review" {
 		t.Fatalf("the registry's guard overrode the module's: went to %v", v)
@@ -156,12 +154,7 @@ func TestJSOwnImplementationsComeFirst(t *testing.T) {
 }
 
 func TestSelf(t *testing.T) {
-	m, _, err := (&Loader{}).LoadModule(jsFile("self.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := interp.NewActor(m, interp.ActorOptions{})
-	a.Start()
+	a := startModule(t, &Loader{}, "self.mjs")
 	a.Send(interp.Event{Type: "GO"})
 	s := a.Snapshot()
 	if s.Status != interp.StatusActive || s.Err() != nil {
@@ -213,12 +206,7 @@ func TestHoldPromises(t *testing.T) {
 }
 
 func TestContextChangedByCodeStaysOutOfTheSnapshot(t *testing.T) {
-	m, _, err := (&Loader{}).LoadModule(jsFile("mutate-context.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := interp.NewActor(m, interp.ActorOptions{})
-	a.Start()
+	a := startModule(t, &Loader{}, "mutate-context.mjs")
 	a.Send(interp.Event{Type: "GO"})
 	got, err := json.Marshal(a.Snapshot().Context)
 	if err != nil {

@@ -23,10 +23,12 @@ import (
 type ctxObj struct {
 	rt *jsRuntime
 	m  map[string]any
-	// ev, for an event, gives it its "type" (which m, the event's data,
-	// does not hold); a probed event notes the reads of its payload.
-	ev     *interp.Event
-	typeJS goja.Value
+	// ev, for an event (isEvent), gives it its "type" (which m, the
+	// event's data, does not hold); a probed event notes the reads of its
+	// payload.
+	ev      interp.Event
+	isEvent bool
+	typeJS  goja.Value
 	// memo holds the first properties read, so that code reading one again
 	// gets the very same value.
 	memo  [4]ctxProp
@@ -62,14 +64,14 @@ func (rt *jsRuntime) eventObj(ev interp.Event) goja.Value {
 	if rt.mod.plainObjects && ev.Probe() == nil {
 		return rt.toJS(ev)
 	}
-	c := &ctxObj{rt: rt, m: ev.Data, ev: &ev}
+	c := &ctxObj{rt: rt, m: ev.Data, ev: ev, isEvent: true}
 	return rt.vm.NewDynamicObject(c)
 }
 
 // Get returns a property (goja.DynamicObject); nil for one the context
 // does not have, which goja then looks up in Object.prototype.
 func (c *ctxObj) Get(key string) goja.Value {
-	if c.ev != nil && key != "type" {
+	if c.isEvent && key != "type" {
 		c.ev.Get(key) // notes a read of a probed event's payload
 	}
 	if c.set != nil {
@@ -80,7 +82,7 @@ func (c *ctxObj) Get(key string) goja.Value {
 	if c.deleted[key] {
 		return nil
 	}
-	if c.ev != nil && key == "type" {
+	if c.isEvent && key == "type" {
 		if c.typeJS == nil {
 			c.typeJS = c.rt.vm.ToValue(c.ev.Type)
 		}
@@ -124,7 +126,7 @@ func (c *ctxObj) Has(key string) bool {
 	if _, ok := c.set[key]; ok {
 		return true
 	}
-	if c.ev != nil {
+	if c.isEvent {
 		if key == "type" {
 			return !c.deleted[key]
 		}
@@ -140,7 +142,7 @@ func (c *ctxObj) Has(key string) bool {
 // Delete deletes a property, in the object only (goja.DynamicObject).
 func (c *ctxObj) Delete(key string) bool {
 	delete(c.set, key)
-	if _, ok := c.m[key]; ok || (c.ev != nil && key == "type") {
+	if _, ok := c.m[key]; ok || (c.isEvent && key == "type") {
 		if c.deleted == nil {
 			c.deleted = map[string]bool{}
 		}
@@ -169,7 +171,7 @@ func (c *ctxObj) Keys() []string {
 		}
 	}
 	slices.Sort(keys[n:])
-	if c.ev != nil && !c.deleted["type"] {
+	if c.isEvent && !c.deleted["type"] {
 		if _, set := c.set["type"]; !set {
 			// An event's type comes first, as in the object made for it.
 			keys = append([]string{"type"}, keys...)
@@ -182,7 +184,7 @@ func (c *ctxObj) Keys() []string {
 // with what the step's code left or set converted.
 func (c *ctxObj) plain() map[string]any {
 	out := maps.Clone(c.m)
-	if c.ev != nil {
+	if c.isEvent {
 		if out == nil {
 			out = map[string]any{}
 		}

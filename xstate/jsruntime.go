@@ -800,12 +800,13 @@ type argsObj struct {
 	// actor is the call's self, whose actor system is made on first read.
 	actor  *interp.Actor
 	system goja.Value
-	// spawner is an assign's (nil in other calls); spawn, the function
-	// code gets for it, is made once per object.
-	spawner   interp.Spawner
-	spawn     goja.Value
-	spawnNone goja.Value // always nil: no spawn in this call
-	extra     map[string]goja.Value
+	// spawner is an assign's (nil in other calls); spawn is the function
+	// code gets for it in such a call, spawnFn that function, made once
+	// per object.
+	spawner interp.Spawner
+	spawn   goja.Value
+	spawnFn goja.Value
+	extra   map[string]goja.Value
 }
 
 // newArgs makes an argument object; enqueue gives it enqueueActions'
@@ -841,12 +842,6 @@ func (ao *argsObj) field(key string) *goja.Value {
 		}
 		return &ao.system
 	case "spawn":
-		if ao.spawner == nil {
-			return &ao.spawnNone
-		}
-		if ao.spawn == nil {
-			ao.spawn = ao.rt.vm.ToValue(ao.callSpawn)
-		}
 		return &ao.spawn
 	}
 	return nil
@@ -972,7 +967,13 @@ func (rt *jsRuntime) fillArgs(ao *argsObj, a interp.Args) *goja.Object {
 	ao.ctx = rt.contextJS(a.Context)
 	ao.ev = rt.eventJS(a.Event)
 	ao.actor, ao.system = a.Self, nil
-	ao.spawner, ao.spawnNone = a.Spawner, nil
+	ao.spawner, ao.spawn = a.Spawner, nil
+	if a.Spawner != nil {
+		if ao.spawnFn == nil {
+			ao.spawnFn = rt.vm.ToValue(ao.callSpawn)
+		}
+		ao.spawn = ao.spawnFn
+	}
 	if a.Self != nil {
 		ao.self = rt.selfJS(a.Self)
 	}
