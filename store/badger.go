@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,18 +35,31 @@ type BadgerOptions struct {
 	// AuditRetention bounds the audit entries kept per instance
 	// (DefaultAuditRetention when zero).
 	AuditRetention int
-	Logger         *slog.Logger
+	// CheckpointBytes is how many bytes of saves a write-ahead log holds
+	// before they are moved to Badger (4 MiB when zero): more means fewer
+	// writes to Badger for instances saved often, and more memory.
+	CheckpointBytes int64
+	Logger          *slog.Logger
 }
 
 // Badger is a Store in an embedded Badger database.
+//
+// A save is made durable by the store's own write-ahead log (see wal),
+// not by Badger: concurrent saves are written to the log together and
+// share one fdatasync (group commit), and their writes are then kept in
+// memory (the overlay), where reads find them. Badger gets them later, in
+// the background, a log at a time: when the log being written holds
+// rotateAt bytes, saves go on in a second log while a checkpoint writes
+// the first one's overlay to Badger in one batch (an instance saved many
+// times meanwhile is written once), syncs Badger and starts that log
+// over. After a crash both logs are replayed into Badger, oldest first.
 type Badger struct {
 	db        *badger.DB
 	log       *slog.Logger
 	stop      chan struct{}
 	done      sync.WaitGroup
 	retention uint64
-	wal       *wal    // nil with NoSync
-	ops       []walOp // the writes of the batch being written (by the leader)
+	noSync    bool
 
 	// Group commit: a save that finds no batch being written writes the
 	// saves waiting (its own first) as the leader; saves that arrive
@@ -55,26 +70,60 @@ type Badger struct {
 	closed   bool
 	failed   error // set when the disk failed: every save fails
 	inflight sync.WaitGroup
+
+	// The leader's: the two logs, the one written now, and the writes of
+	// the batch being written.
+	logs     [2]*wal
+	active   int
+	ops      []walOp
+	rotateAt int64 // BadgerOptions.CheckpointBytes
+
+	// ovMu guards the overlays: cur holds the writes of logs[active], old
+	// those of the other log while a checkpoint moves them to Badger (nil
+	// otherwise). A key's latest write is in cur, else in old, else in
+	// Badger.
+	ovMu sync.RWMutex
+	cur  overlay
+	old  overlay
+	// checkpoints takes the index of a log whose overlay (old) is to be
+	// written to Badger; drained is signalled after each checkpoint.
+	checkpoints chan int
+	drained     chan struct{}
+	// beforeCheckpoint, when set (by tests), runs before each checkpoint.
+	beforeCheckpoint func()
+
 	// versions caches the stored version of recently saved instances
 	// (this process is the only writer of its folder), so that a save
-	// need not read it back from the tables.
+	// need not read it back.
 	vmu      sync.Mutex
 	versions map[Key]uint64
 	pending  map[Key]uint64 // the batch's new versions (by the leader)
 
-	nSaves   atomic.Uint64
-	nCommits atomic.Uint64
+	nSaves       atomic.Uint64
+	nCommits     atomic.Uint64
+	nCheckpoints atomic.Uint64
+}
+
+// overlay is the writes of one log that Badger does not have yet: the
+// last value of each key written, or a deletion.
+type overlay map[string]ovEntry
+
+type ovEntry struct {
+	val []byte
+	del bool
 }
 
 // Stats returns how many saves were written, in how many commits (each
 // one fsync unless NoSync).
 func (b *Badger) Stats() (saves, commits uint64) { return b.nSaves.Load(), b.nCommits.Load() }
 
-// saveReq is a save waiting to be written with others in one transaction.
+// saveReq is a save (or, with del, a deletion) waiting to be written with
+// others in one batch.
 type saveReq struct {
 	k       Key
 	rec     Record
 	version uint64
+	del     bool
 	done    chan error    // its outcome
 	lead    chan struct{} // told to lead the next batch
 }
@@ -82,8 +131,12 @@ type saveReq struct {
 // maxVersions bounds the versions cached (the cache starts over when full).
 const maxVersions = 1 << 16
 
-// maxBatch bounds the saves written in one transaction.
+// maxBatch bounds the saves written in one batch.
 const maxBatch = 256
+
+// rotateAt is how many bytes a log holds before its writes are moved to
+// Badger (about 4,000 saves of an instance with a small context).
+const rotateAt = 4 << 20
 
 // OpenBadger opens (or creates) a store in dir, sized for a small local
 // server rather than Badger's defaults.
@@ -114,17 +167,21 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		}
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
-	b := &Badger{db: db, log: log, stop: make(chan struct{}), retention: DefaultAuditRetention,
+	b := &Badger{db: db, log: log, stop: make(chan struct{}), retention: DefaultAuditRetention, noSync: o.NoSync,
+		rotateAt: rotateAt, cur: overlay{}, checkpoints: make(chan int, 1), drained: make(chan struct{}, 1),
 		versions: map[Key]uint64{}, pending: map[Key]uint64{}}
-	if !o.NoSync {
-		if err := b.openWAL(filepath.Join(dir, "stategate.wal")); err != nil {
-			db.Close()
-			return nil, err
-		}
+	if err := b.openLogs(filepath.Join(dir, "stategate.wal"), filepath.Join(dir, "stategate-2.wal")); err != nil {
+		db.Close()
+		return nil, err
 	}
 	if o.AuditRetention > 0 {
 		b.retention = uint64(o.AuditRetention)
 	}
+	if o.CheckpointBytes > 0 {
+		b.rotateAt = min(o.CheckpointBytes, walSize-headerSize)
+	}
+	b.done.Add(1)
+	go b.checkpointer()
 	every := o.GCInterval
 	if every == 0 {
 		every = 10 * time.Minute
@@ -136,8 +193,8 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 	return b, nil
 }
 
-// commit writes the waiting saves (up to maxBatch) in one transaction and
-// one fsync, then hands the lead to the first save still waiting, if any.
+// commit writes the waiting saves (up to maxBatch) in one batch and one
+// fsync, then hands the lead to the first save still waiting, if any.
 func (b *Badger) commit() {
 	b.mu.Lock()
 	n := min(len(b.queue), maxBatch)
@@ -157,47 +214,195 @@ func (b *Badger) commit() {
 }
 
 func (b *Badger) writeBatch(batch []*saveReq) {
-	for {
-		results := make([]error, len(batch))
-		clear(b.pending)
-		err := b.update(func(txn *badger.Txn) error {
-			b.ops = b.ops[:0]
-			for i, r := range batch {
-				results[i] = b.put(txn, r.k, r.rec, r.version)
-				if results[i] != nil && !errors.Is(results[i], ErrConflict) {
-					return results[i]
-				}
-			}
-			return nil
-		})
-		if errors.Is(err, badger.ErrConflict) {
-			continue // another transaction wrote meanwhile: redo the batch
+	results := make([]error, len(batch))
+	clear(b.pending)
+	b.ops = b.ops[:0]
+	var err error
+	for i, r := range batch {
+		if r.del {
+			results[i] = b.drop(r.k)
+		} else {
+			results[i] = b.put(r.k, r.rec, r.version)
 		}
-		if (errors.Is(err, badger.ErrTxnTooBig) || errors.Is(err, errWALTooBig)) && len(batch) > 1 {
+		if results[i] != nil && !errors.Is(results[i], ErrConflict) {
+			err = results[i] // a store error: the batch fails
+			break
+		}
+	}
+	if err == nil && len(b.ops) > 0 {
+		err = b.logBatch()
+		if (errors.Is(err, errWALTooBig)) && len(batch) > 1 {
 			b.writeBatch(batch[:len(batch)/2])
 			b.writeBatch(batch[len(batch)/2:])
 			return
 		}
-		if err == nil {
-			b.vmu.Lock()
-			if len(b.versions)+len(b.pending) > maxVersions {
-				clear(b.versions)
-			}
-			maps.Copy(b.versions, b.pending)
-			b.vmu.Unlock()
+	}
+	if err == nil {
+		b.vmu.Lock()
+		if len(b.versions)+len(b.pending) > maxVersions {
+			clear(b.versions)
 		}
-		b.nCommits.Add(1)
-		b.nSaves.Add(uint64(len(batch)))
-		for i, r := range batch {
-			if err != nil {
-				r.done <- err
-			} else {
-				r.done <- results[i]
-			}
+		maps.Copy(b.versions, b.pending)
+		b.vmu.Unlock()
+	}
+	b.nCommits.Add(1)
+	b.nSaves.Add(uint64(len(batch)))
+	for i, r := range batch {
+		if err != nil {
+			r.done <- err
+		} else {
+			r.done <- results[i]
 		}
-		return
 	}
 }
+
+// logBatch writes the batch's writes (b.ops) to the active log and syncs
+// it, then puts them in the overlay; it starts a checkpoint when the log
+// is full enough.
+func (b *Badger) logBatch() error {
+	w := b.logs[b.active]
+	err := w.write(b.ops)
+	if errors.Is(err, errWALFull) {
+		if err = b.rotate(true); err == nil {
+			w = b.logs[b.active]
+			err = w.write(b.ops)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("write-ahead log: %w", err)
+	}
+	if !b.noSync {
+		if err := w.sync(); err != nil {
+			return b.fail(fmt.Errorf("%w: the write-ahead log could not be synced: %v", ErrDiskFailed, err))
+		}
+	}
+	b.ovMu.Lock()
+	for _, op := range b.ops {
+		b.cur[string(op.key)] = ovEntry{val: op.val, del: op.del}
+	}
+	b.ovMu.Unlock()
+	if w.off-headerSize >= b.rotateAt {
+		return b.rotate(false)
+	}
+	return nil
+}
+
+// rotate moves the saves to the other log and has the active one's writes
+// checkpointed. When a checkpoint is still under way, it waits for it if
+// must (the active log is full), else it leaves the rotation to a later
+// batch.
+func (b *Badger) rotate(must bool) error {
+	for {
+		b.ovMu.Lock()
+		if b.old == nil {
+			b.old, b.cur = b.cur, overlay{}
+			full := b.active
+			b.active ^= 1
+			b.ovMu.Unlock()
+			b.checkpoints <- full
+			return nil
+		}
+		b.ovMu.Unlock()
+		if !must {
+			return nil
+		}
+		select {
+		case <-b.drained:
+		case <-b.stop:
+			return errors.New("store closed")
+		}
+		if err := b.failure(); err != nil {
+			return err
+		}
+	}
+}
+
+// fail records that the disk failed: every later save fails with err.
+func (b *Badger) fail(err error) error {
+	b.mu.Lock()
+	if b.failed == nil {
+		b.failed = err
+		b.log.Error("store: the disk failed; every save is refused until the server restarts", "err", err)
+	}
+	b.mu.Unlock()
+	return err
+}
+
+func (b *Badger) failure() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.failed
+}
+
+// ErrDiskFailed is returned by every save after the disk failed to make
+// one durable; the store must be opened again (its logs are replayed).
+var ErrDiskFailed = errors.New("the store's disk failed")
+
+// checkpointer writes the overlays of full logs to Badger, until Close.
+func (b *Badger) checkpointer() {
+	defer b.done.Done()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case i := <-b.checkpoints:
+			b.ovMu.RLock()
+			ov := b.old
+			b.ovMu.RUnlock()
+			if b.beforeCheckpoint != nil {
+				b.beforeCheckpoint()
+			}
+			if err := b.checkpoint(ov, b.logs[i]); err != nil {
+				b.fail(fmt.Errorf("%w: a checkpoint failed: %v", ErrDiskFailed, err))
+			} else {
+				b.ovMu.Lock()
+				b.old = nil
+				b.ovMu.Unlock()
+			}
+			select {
+			case b.drained <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// checkpoint writes an overlay to Badger, syncs Badger, and starts the
+// log that held the overlay's writes over.
+func (b *Badger) checkpoint(ov overlay, w *wal) error {
+	if err := b.apply(ov); err != nil {
+		return err
+	}
+	if err := b.db.Sync(); err != nil {
+		return fmt.Errorf("sync store: %w", err)
+	}
+	b.nCheckpoints.Add(1)
+	return w.restart(b.nextGen())
+}
+
+// apply writes an overlay's writes to Badger.
+func (b *Badger) apply(ov overlay) error {
+	if len(ov) == 0 {
+		return nil
+	}
+	wb := b.db.NewWriteBatch()
+	defer wb.Cancel()
+	for k, e := range ov {
+		var err error
+		if e.del {
+			err = wb.Delete([]byte(k))
+		} else {
+			err = wb.Set([]byte(k), e.val)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return wb.Flush()
+}
+
+// nextGen is a generation newer than both logs'.
+func (b *Badger) nextGen() uint64 { return max(b.logs[0].gen, b.logs[1].gen) + 1 }
 
 func (b *Badger) gc(every time.Duration) {
 	defer b.done.Done()
@@ -278,10 +483,17 @@ func auditKey(k Key, version uint64) []byte {
 
 // Load returns an instance's record and version.
 func (b *Badger) Load(ctx context.Context, k Key) (Record, uint64, error) {
+	key := keyOf(k)
+	if e, ok := b.overlaid(key); ok {
+		if e.del {
+			return Record{}, 0, ErrNotFound
+		}
+		return decode(e.val)
+	}
 	var rec Record
 	var version uint64
 	err := b.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(keyOf(k))
+		item, err := txn.Get(key)
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return ErrNotFound
 		}
@@ -296,22 +508,43 @@ func (b *Badger) Load(ctx context.Context, k Key) (Record, uint64, error) {
 	return rec, version, err
 }
 
+// overlaid returns a key's latest write not yet in Badger, if any.
+func (b *Badger) overlaid(key []byte) (ovEntry, bool) {
+	b.ovMu.RLock()
+	defer b.ovMu.RUnlock()
+	if e, ok := b.cur[string(key)]; ok {
+		return e, true
+	}
+	e, ok := b.old[string(key)]
+	return e, ok
+}
+
 // Save stores a record if the instance is still at version. Concurrent
-// saves are written together, in one transaction and one fsync; the save
-// returns once its transaction is committed (durably unless NoSync).
+// saves are written together, in one batch and one fsync; the save
+// returns once its batch is on the disk (in the disk's cache with
+// NoSync).
 func (b *Badger) Save(ctx context.Context, k Key, rec Record, version uint64) (uint64, error) {
 	if rec.Updated.IsZero() {
 		rec.Updated = time.Now()
 	}
-	r := &saveReq{k: k, rec: rec, version: version, done: make(chan error, 1), lead: make(chan struct{}, 1)}
+	if err := b.enqueue(&saveReq{k: k, rec: rec, version: version}); err != nil {
+		return 0, err
+	}
+	return version + 1, nil
+}
+
+// enqueue writes a request with the others waiting and returns its
+// outcome.
+func (b *Badger) enqueue(r *saveReq) error {
+	r.done, r.lead = make(chan error, 1), make(chan struct{}, 1)
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return 0, errors.New("store closed")
+		return errors.New("store closed")
 	}
 	if b.failed != nil {
 		b.mu.Unlock()
-		return 0, b.failed
+		return b.failed
 	}
 	b.inflight.Add(1)
 	defer b.inflight.Done()
@@ -325,46 +558,61 @@ func (b *Badger) Save(ctx context.Context, k Key, rec Record, version uint64) (u
 	for {
 		select {
 		case err := <-r.done:
-			if err != nil {
-				return 0, err
-			}
-			return version + 1, nil
+			return err
 		case <-r.lead:
 			b.commit()
 		}
 	}
 }
 
-// put writes one save in a transaction: the record (if the instance is
+// version returns an instance's stored version (0: not stored), as the
+// batch being written leaves it.
+func (b *Badger) version(k Key) (uint64, error) {
+	if v, ok := b.pending[k]; ok {
+		return v, nil
+	}
+	b.vmu.Lock()
+	v, ok := b.versions[k]
+	b.vmu.Unlock()
+	if ok {
+		return v, nil
+	}
+	key := keyOf(k)
+	var val []byte
+	if e, ok := b.overlaid(key); ok {
+		if e.del {
+			return 0, nil
+		}
+		val = e.val
+	} else {
+		err := b.db.View(func(txn *badger.Txn) error {
+			item, err := txn.Get(key)
+			if err != nil {
+				return err
+			}
+			val, err = item.ValueCopy(nil)
+			return err
+		})
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	if len(val) < 8 {
+		return 0, errors.New("corrupt record")
+	}
+	return binary.BigEndian.Uint64(val), nil // the record itself is not read
+}
+
+// put adds one save's writes to the batch: the record (if the instance is
 // still at version) and its audit entry, dropping the entry that falls out
 // of the retention.
-func (b *Badger) put(txn *badger.Txn, k Key, rec Record, version uint64) error {
-	cur, known := b.pending[k]
-	if !known {
-		b.vmu.Lock()
-		cur, known = b.versions[k]
-		b.vmu.Unlock()
-	}
-	var item *badger.Item
-	var err error
-	if !known {
-		item, err = txn.Get(keyOf(k))
-	}
-	switch {
-	case known:
-	case errors.Is(err, badger.ErrKeyNotFound):
-	case err != nil:
+func (b *Badger) put(k Key, rec Record, version uint64) error {
+	cur, err := b.version(k)
+	if err != nil {
 		return err
-	default:
-		if err := item.Value(func(v []byte) error {
-			if len(v) < 8 {
-				return errors.New("corrupt record")
-			}
-			cur = binary.BigEndian.Uint64(v) // the record itself is not read
-			return nil
-		}); err != nil {
-			return err
-		}
 	}
 	if cur != version {
 		return ErrConflict
@@ -373,9 +621,7 @@ func (b *Badger) put(txn *badger.Txn, k Key, rec Record, version uint64) error {
 	if err != nil {
 		return err
 	}
-	if err := b.set(txn, keyOf(k), val); err != nil {
-		return err
-	}
+	b.ops = append(b.ops, walOp{key: keyOf(k), val: val})
 	b.pending[k] = version + 1
 	if rec.Audit == nil {
 		return nil
@@ -386,35 +632,132 @@ func (b *Badger) put(txn *badger.Txn, k Key, rec Record, version uint64) error {
 	if err != nil {
 		return err
 	}
-	if err := b.set(txn, auditKey(k, version+1), data); err != nil {
-		return err
-	}
+	b.ops = append(b.ops, walOp{key: auditKey(k, version+1), val: data})
 	if version+1 > b.retention {
-		key := auditKey(k, version+1-b.retention)
-		b.ops = append(b.ops, walOp{del: true, key: key})
-		return txn.Delete(key)
+		b.ops = append(b.ops, walOp{del: true, key: auditKey(k, version+1-b.retention)})
 	}
 	return nil
 }
 
-// set writes a key in the batch's transaction, and notes it for the log.
-func (b *Badger) set(txn *badger.Txn, key, val []byte) error {
-	b.ops = append(b.ops, walOp{key: key, val: val})
-	return txn.Set(key, val)
-}
-
-// openWAL opens the write-ahead log and applies what it holds (the
-// batches written since Badger was last synced), then starts it over.
-func (b *Badger) openWAL(path string) error {
-	w, batches, err := openWAL(path)
+// drop adds an instance's deletion to the batch: its record and its
+// audit trail.
+func (b *Badger) drop(k Key) error {
+	prefix := auditPrefixOf(k)
+	keys, err := b.keys(prefix, 0)
 	if err != nil {
 		return err
 	}
-	if len(batches) > 0 {
-		wb := b.db.NewWriteBatch()
-		n := 0
-		for _, ops := range batches {
+	for _, op := range b.ops { // the batch's own saves of it
+		if !op.del && bytes.HasPrefix(op.key, prefix) {
+			keys = append(keys, op.key)
+		}
+	}
+	for _, key := range keys {
+		b.ops = append(b.ops, walOp{del: true, key: key})
+	}
+	b.ops = append(b.ops, walOp{del: true, key: keyOf(k)})
+	b.pending[k] = 0
+	return nil
+}
+
+func auditPrefixOf(k Key) []byte { return []byte(auditPrefix + k.Machine + "\x00" + k.Handle + "\x00") }
+
+// keys returns the keys with a prefix, Badger's and the overlays', in
+// order, at most the last n of them when n > 0.
+func (b *Badger) keys(prefix []byte, n int) ([][]byte, error) {
+	// The overlays' writes under the prefix: they override Badger's.
+	b.ovMu.RLock()
+	over := map[string]bool{} // key -> set (false: deleted)
+	for _, ov := range []overlay{b.old, b.cur} {
+		for k, e := range ov {
+			if strings.HasPrefix(k, string(prefix)) {
+				over[k] = !e.del
+			}
+		}
+	}
+	b.ovMu.RUnlock()
+	var keys [][]byte
+	err := b.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.PrefetchValues = false
+		opts.Prefix = prefix
+		opts.Reverse = true
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Seek(append(append([]byte(nil), prefix...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)); it.Valid(); it.Next() {
+			if n > 0 && len(keys) >= n {
+				break
+			}
+			if _, ok := over[string(it.Item().Key())]; ok {
+				continue
+			}
+			keys = append(keys, it.Item().KeyCopy(nil))
+		}
+		return nil
+	})
+	for k, set := range over {
+		if set {
+			keys = append(keys, []byte(k))
+		}
+	}
+	slices.SortFunc(keys, bytes.Compare)
+	if n > 0 && len(keys) > n {
+		keys = keys[len(keys)-n:]
+	}
+	return keys, err
+}
+
+// get returns a key's value, from the overlays or Badger.
+func (b *Badger) get(key []byte) ([]byte, error) {
+	if e, ok := b.overlaid(key); ok {
+		if e.del {
+			return nil, badger.ErrKeyNotFound
+		}
+		return e.val, nil
+	}
+	var val []byte
+	err := b.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(key)
+		if err != nil {
+			return err
+		}
+		val, err = item.ValueCopy(nil)
+		return err
+	})
+	return val, err
+}
+
+// openLogs opens the two write-ahead logs and applies what they hold
+// (the batches written since Badger was last synced), the older log
+// first, then starts both over.
+func (b *Badger) openLogs(paths ...string) error {
+	type opened struct {
+		w       *wal
+		batches [][]walOp
+	}
+	var logs []opened
+	closeAll := func() {
+		for _, l := range logs {
+			l.w.Close()
+		}
+	}
+	for _, path := range paths {
+		w, batches, err := openWAL(path)
+		if err != nil {
+			closeAll()
+			return err
+		}
+		logs = append(logs, opened{w, batches})
+	}
+	if logs[1].w.gen < logs[0].w.gen {
+		logs[0], logs[1] = logs[1], logs[0]
+	}
+	wb := b.db.NewWriteBatch()
+	n, batches := 0, 0
+	for _, l := range logs {
+		for _, ops := range l.batches {
 			for _, op := range ops {
+				var err error
 				if op.del {
 					err = wb.Delete(op.key)
 				} else {
@@ -422,176 +765,111 @@ func (b *Badger) openWAL(path string) error {
 				}
 				if err != nil {
 					wb.Cancel()
-					w.Close()
-					return fmt.Errorf("replay %s: %w", path, err)
+					closeAll()
+					return fmt.Errorf("replay %s: %w", l.w.f.Name(), err)
 				}
 				n++
 			}
 		}
-		if err := wb.Flush(); err != nil {
-			w.Close()
-			return fmt.Errorf("replay %s: %w", path, err)
-		}
-		b.log.Info("store: replayed the write-ahead log", "batches", len(batches), "writes", n)
+		batches += len(l.batches)
 	}
-	if err := b.syncAndRestart(w); err != nil {
-		w.Close()
-		return err
+	if err := wb.Flush(); err != nil {
+		closeAll()
+		return fmt.Errorf("replay the write-ahead logs: %w", err)
 	}
-	b.wal = w
-	return nil
-}
-
-// syncAndRestart makes Badger durable by itself, then starts the log over.
-func (b *Badger) syncAndRestart(w *wal) error {
+	if batches > 0 {
+		b.log.Info("store: replayed the write-ahead logs", "batches", batches, "writes", n)
+	}
 	if err := b.db.Sync(); err != nil {
+		closeAll()
 		return fmt.Errorf("sync store: %w", err)
 	}
-	return w.restart(w.gen + 1)
-}
-
-// update runs fn in a read-write transaction and commits it. With a
-// write-ahead log, the writes fn made (b.ops) are written to the log
-// first, and the log's sync to the disk runs while Badger commits (see
-// wal): a save costs one fdatasync, not an fdatasync and then a commit.
-func (b *Badger) update(fn func(*badger.Txn) error) error {
-	txn := b.db.NewTransaction(true)
-	defer txn.Discard()
-	if err := fn(txn); err != nil {
-		return err
-	}
-	if b.wal == nil || len(b.ops) == 0 {
-		return txn.Commit()
-	}
-	if err := b.logBatch(); err != nil {
-		return err
-	}
-	committed := make(chan error, 1)
-	txn.CommitWith(func(err error) { committed <- err })
-	syncErr := b.wal.sync()
-	err := <-committed
-	if syncErr != nil {
-		b.mu.Lock()
-		b.failed = fmt.Errorf("%w: the write-ahead log could not be synced: %v", ErrDiskFailed, syncErr)
-		b.mu.Unlock()
-		b.log.Error("store: the disk failed; every save is refused until the server restarts", "err", syncErr)
-		return b.failed
-	}
-	return err
-}
-
-// ErrDiskFailed is returned by every save after the disk failed to make
-// one durable; the store must be opened again (its log is replayed).
-var ErrDiskFailed = errors.New("the store's disk failed")
-
-// logBatch writes the batch's writes to the write-ahead log, without
-// waiting for the disk.
-func (b *Badger) logBatch() error {
-	err := b.wal.write(b.ops)
-	if errors.Is(err, errWALFull) {
-		if err = b.syncAndRestart(b.wal); err == nil {
-			err = b.wal.write(b.ops)
+	b.logs = [2]*wal{logs[0].w, logs[1].w}
+	for _, w := range b.logs {
+		if err := w.restart(b.nextGen()); err != nil {
+			closeAll()
+			return err
 		}
 	}
-	if err != nil {
-		return fmt.Errorf("write-ahead log: %w", err)
-	}
+	b.active = 0
 	return nil
 }
 
-// Delete removes an instance and its audit trail. It is for a store no
-// server writes to (the state command): saves under way may race it.
+// Delete removes an instance and its audit trail.
 func (b *Badger) Delete(ctx context.Context, k Key) error {
-	b.vmu.Lock()
-	delete(b.versions, k)
-	b.vmu.Unlock()
-	prefix := []byte(auditPrefix + k.Machine + "\x00" + k.Handle + "\x00")
-	err := b.db.Update(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
-		opts.PrefetchValues = false
-		opts.Prefix = prefix
-		it := txn.NewIterator(opts)
-		var keys [][]byte
-		for it.Rewind(); it.Valid(); it.Next() {
-			keys = append(keys, it.Item().KeyCopy(nil))
-		}
-		it.Close()
-		for _, key := range keys {
-			if err := txn.Delete(key); err != nil {
-				return err
-			}
-		}
-		return txn.Delete(keyOf(k))
-	})
-	if err == nil && b.wal != nil {
-		err = b.db.Sync()
-	}
-	return err
+	return b.enqueue(&saveReq{k: k, del: true})
 }
 
 // Audit returns the last n entries of an instance's audit trail.
 func (b *Badger) Audit(ctx context.Context, k Key, n int) ([]AuditEntry, error) {
-	prefix := []byte(auditPrefix + k.Machine + "\x00" + k.Handle + "\x00")
-	var out []AuditEntry
-	err := b.db.View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
-		opts.Reverse = true
-		opts.Prefix = prefix
-		it := txn.NewIterator(opts)
-		defer it.Close()
-		for it.Seek(append(append([]byte(nil), prefix...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)); it.Valid(); it.Next() {
-			if n > 0 && len(out) >= n {
-				break
-			}
-			var e AuditEntry
-			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &e) }); err != nil {
-				return err
-			}
-			out = append(out, e)
-		}
-		return nil
-	})
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
+	keys, err := b.keys(auditPrefixOf(k), n)
+	if err != nil {
+		return nil, err
 	}
-	return out, err
+	out := make([]AuditEntry, 0, len(keys))
+	for _, key := range keys {
+		v, err := b.get(key)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			continue // deleted meanwhile: it fell out of the retention
+		}
+		if err != nil {
+			return nil, err
+		}
+		var e AuditEntry
+		if err := json.Unmarshal(v, &e); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
 }
 
 // List returns the stored instances' keys.
 func (b *Badger) List(ctx context.Context) ([]Key, error) {
-	var keys []Key
-	err := b.db.View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
-		opts.PrefetchValues = false
-		opts.Prefix = []byte(instancePrefix)
-		it := txn.NewIterator(opts)
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			if k, ok := keyFrom(it.Item().Key()); ok {
-				keys = append(keys, k)
-			}
+	keys, err := b.keys([]byte(instancePrefix), 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Key, 0, len(keys))
+	for _, key := range keys {
+		if k, ok := keyFrom(key); ok {
+			out = append(out, k)
 		}
-		return nil
-	})
-	return keys, err
+	}
+	return out, nil
 }
 
-// Close stops the writer and the garbage collector, and closes the
-// database.
+// Close waits for the saves under way, moves what the logs hold to
+// Badger and closes it.
 func (b *Badger) Close() error {
 	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
 	b.closed = true
 	b.mu.Unlock()
 	b.inflight.Wait() // the saves under way are written
 	close(b.stop)
 	b.done.Wait()
-	err := b.db.Close()
-	if b.wal != nil {
+	// The checkpointer has stopped: the overlays are written here, the
+	// older first. After a disk failure they are not: the logs keep what
+	// they hold, for the next open to replay.
+	err := b.failure()
+	if err == nil {
+		if err = b.apply(b.old); err == nil {
+			err = b.apply(b.cur)
+		}
+	}
+	if cerr := b.db.Close(); err == nil {
+		err = cerr
+	}
+	for _, w := range b.logs {
 		if err == nil {
 			// Badger is on the disk: the log has nothing left to replay.
-			err = b.wal.restart(b.wal.gen + 1)
+			err = w.restart(b.nextGen())
 		}
-		if cerr := b.wal.Close(); err == nil {
+		if cerr := w.Close(); err == nil {
 			err = cerr
 		}
 	}

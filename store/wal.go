@@ -9,30 +9,26 @@ import (
 	"os"
 )
 
-// wal is the Badger store's write-ahead log: what makes a batch of saves
-// durable before Save returns. Badger itself runs without SyncWrites, and
-// syncs its memory-mapped log with msync, which costs about twice an
-// fdatasync on this kind of disk; the wal is a file of fixed size, written
-// in advance with zeros, so that appending a batch and syncing it is one
-// pwrite and one fdatasync that change no metadata.
+// wal is a write-ahead log of the Badger store: what makes a batch of
+// saves durable before Save returns. Badger itself runs without
+// SyncWrites, and syncs its memory-mapped log with msync, which costs
+// about twice an fdatasync on this kind of disk; a wal is a file of fixed
+// size, written in advance with zeros, so that appending a batch and
+// syncing it is one pwrite and one fdatasync that change no metadata.
 //
 // Layout: a header block (magic, generation) and records from headerSize
 // on, each [length u32][crc u32][ops], the crc covering the generation and
 // the ops, so that a torn record or one of an older generation ends the
-// replay. A record holds a batch's writes as they were applied to Badger;
-// replaying them is idempotent. When the file is full, Badger is synced
-// and the generation moves on (the file starts over).
+// replay. A record holds a batch's writes as they are to be applied to
+// Badger; replaying them is idempotent. A log starts over (a new
+// generation) once Badger holds its writes and is synced.
 //
-// A batch is written to the log before Badger commits it, so that a
-// failed log write leaves Badger as it was; the log's sync to the disk
-// then runs while Badger commits in memory, and the saves return when
-// both are done. If Badger's commit fails, the callers are told, and the
-// batch would still be replayed after a crash (a disk error, in practice:
-// the server is the store's only writer). If the sync fails, the batch is
-// in Badger but perhaps not on the disk: the callers are told, and the
-// store refuses every later save (Linux may have dropped the unwritten
-// pages; only a restart, which replays what the log really holds, tells
-// what was kept).
+// The store keeps two logs (see Badger): saves go to one while the other's
+// writes are moved to Badger. A batch is written and synced before its
+// saves are answered or seen by any read; if the sync fails, the callers
+// are told and the store refuses every later save (Linux may have dropped
+// the unwritten pages; only a restart, which replays what the logs really
+// hold, tells what was kept).
 type wal struct {
 	f   *os.File
 	gen uint64

@@ -227,11 +227,15 @@ func TestFailedSyncStopsSaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	ioErr := errors.New("input/output error")
-	b.wal.fdatasync = func(*os.File) error { return ioErr }
+	for _, w := range b.logs {
+		w.fdatasync = func(*os.File) error { return ioErr }
+	}
 	if _, err := b.Save(ctx, k, Record{Snapshot: []byte(`{"n":2}`)}, v); !errors.Is(err, ErrDiskFailed) || !strings.Contains(err.Error(), ioErr.Error()) {
 		t.Fatalf("save with a failing sync: %v; want ErrDiskFailed naming the cause", err)
 	}
-	b.wal.fdatasync = fdatasync
+	for _, w := range b.logs {
+		w.fdatasync = fdatasync
+	}
 	if _, err := b.Save(ctx, Key{"invoice", "8"}, Record{Snapshot: []byte(`{"n":1}`)}, 0); !errors.Is(err, ErrDiskFailed) {
 		t.Fatalf("a later save: %v; want ErrDiskFailed", err)
 	}

@@ -32,7 +32,9 @@ type serveCmd struct {
 	Pprof     string        `hidden:"" placeholder:"ADDR" help:"Serve net/http/pprof at ADDR (loopback), for profiling."`
 	NoSync    bool          `help:"Answer calls before their state reaches the disk (faster; a crash may lose the last calls)."`
 	AuditKeep int           `default:"1000" help:"Audit entries kept per instance."`
-	Procs     int           `placeholder:"N" help:"Cores the server runs on (GOMAXPROCS); 0: Go's default (all of them, or GOMAXPROCS)."`
+	// Checkpoint is for tests that want the store's checkpoints frequent.
+	Checkpoint int64 `hidden:"" name:"checkpoint-bytes" help:"Bytes of saves the write-ahead log holds before they are moved to Badger."`
+	Procs      int   `placeholder:"N" help:"Cores the server runs on (GOMAXPROCS); 0: Go's default (all of them, or GOMAXPROCS)."`
 }
 
 func (c *serveCmd) Run(stdout io.Writer) error {
@@ -56,7 +58,7 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 	if info, err := os.Stat(c.Machines); err != nil || !info.IsDir() {
 		return fmt.Errorf("--machines %s: not a folder", c.Machines)
 	}
-	st, err := store.OpenBadger(c.Data, store.BadgerOptions{NoSync: c.NoSync, AuditRetention: c.AuditKeep, Logger: log})
+	st, err := store.OpenBadger(c.Data, store.BadgerOptions{NoSync: c.NoSync, AuditRetention: c.AuditKeep, CheckpointBytes: c.Checkpoint, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,230 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// saveN saves an instance n times after version v, each with an audit
+// entry naming its number, and checks after each save that a load sees
+// it.
+func saveN(t *testing.T, b *Badger, k Key, v uint64, n int) uint64 {
+	t.Helper()
+	ctx := context.Background()
+	for range n {
+		next := v + 1
+		rec := Record{Snapshot: []byte(`{"n":` + strconv.FormatUint(next, 10) + `}`), Audit: &AuditEntry{Tool: "t" + strconv.FormatUint(next, 10)}}
+		var err error
+		if v, err = b.Save(ctx, k, rec, v); err != nil {
+			t.Error(err)
+			return v
+		}
+		rec, got, err := b.Load(ctx, k)
+		if err != nil || got != v || string(rec.Snapshot) != `{"n":`+strconv.FormatUint(v, 10)+`}` {
+			t.Errorf("%v after save %d: %s at %d, %v", k, v, rec.Snapshot, got, err)
+			return v
+		}
+	}
+	return v
+}
+
+// checkInstance checks an instance's record and the whole of its audit
+// trail (the last keep versions up to v).
+func checkInstance(t *testing.T, s Store, k Key, v uint64, keep int) {
+	t.Helper()
+	ctx := context.Background()
+	rec, got, err := s.Load(ctx, k)
+	if err != nil || got != v || string(rec.Snapshot) != `{"n":`+strconv.FormatUint(v, 10)+`}` {
+		t.Fatalf("%v: %s at %d, %v; want n %d", k, rec.Snapshot, got, err, v)
+	}
+	trail, err := s.Audit(ctx, k, 0)
+	if err != nil || len(trail) != keep {
+		t.Fatalf("%v: %d audit entries, %v; want %d", k, len(trail), err, keep)
+	}
+	for i, e := range trail {
+		want := v - uint64(keep) + uint64(i) + 1
+		if e.Version != want || e.Tool != "t"+strconv.FormatUint(want, 10) {
+			t.Fatalf("%v: audit entry %d is %d %s, want %d", k, i, e.Version, e.Tool, want)
+		}
+	}
+	last, err := s.Audit(ctx, k, 3)
+	if err != nil || len(last) != 3 || last[2].Version != v {
+		t.Fatalf("%v: last 3 audit entries %+v, %v", k, last, err)
+	}
+}
+
+// TestCheckpointsKeepEverySave saves from several goroutines through
+// many checkpoints (logs of a few kilobytes) and finds every record and
+// audit entry, before and after reopening, whether it was read from
+// memory or from Badger.
+func TestCheckpointsKeepEverySave(t *testing.T) {
+	dir := t.TempDir()
+	b, err := OpenBadger(dir, BadgerOptions{GCInterval: -1, AuditRetention: 40, CheckpointBytes: 8 << 10, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const instances, saves = 8, 200
+	var wg sync.WaitGroup
+	for i := range instances {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			saveN(t, b, Key{"m", strconv.Itoa(i)}, 0, saves)
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		b.Close()
+		return
+	}
+	if n := b.nCheckpoints.Load(); n < 3 {
+		t.Fatalf("%d checkpoints; the test wants several", n)
+	}
+	ctx := context.Background()
+	gone := Key{"m", "0"}
+	if err := b.Delete(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	check := func(s Store) {
+		t.Helper()
+		for i := 1; i < instances; i++ {
+			checkInstance(t, s, Key{"m", strconv.Itoa(i)}, saves, 40)
+		}
+		if _, _, err := s.Load(ctx, gone); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("deleted instance: %v", err)
+		}
+		if trail, err := s.Audit(ctx, gone, 0); err != nil || len(trail) != 0 {
+			t.Fatalf("deleted instance's audit trail: %d entries, %v", len(trail), err)
+		}
+		keys, err := s.List(ctx)
+		if err != nil || len(keys) != instances-1 || keys[0] != (Key{"m", "1"}) {
+			t.Fatalf("list: %v %v", keys, err)
+		}
+	}
+	check(b)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenBadger(dir, BadgerOptions{GCInterval: -1, AuditRetention: 40, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	check(r)
+	// A deleted instance starts again at version 1, with a trail of its
+	// own.
+	if v := saveN(t, r, gone, 0, 5); v != 5 {
+		t.Fatalf("recreated at %d", v)
+	}
+	checkInstance(t, r, gone, 5, 5)
+}
+
+// copyWithoutMemtables copies a store's folder as a power cut would leave
+// it: without what Badger had not synced (its memory-mapped tables).
+func copyWithoutMemtables(t *testing.T, dir string) string {
+	t.Helper()
+	lost := t.TempDir()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() == "LOCK" || strings.HasSuffix(e.Name(), ".mem") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(lost, e.Name()), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return lost
+}
+
+// TestRecoveryDuringACheckpoint loses Badger's unsynced tables while a
+// checkpoint is under way, so that both logs hold acknowledged saves, and
+// finds every save again.
+func TestRecoveryDuringACheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	b, err := OpenBadger(dir, BadgerOptions{GCInterval: -1, CheckpointBytes: 4 << 10, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	b.beforeCheckpoint = func() {
+		once.Do(func() {
+			close(started)
+			<-release
+		})
+	}
+	k := Key{"invoice", "7"}
+	v := uint64(0)
+	for {
+		v = saveN(t, b, k, v, 1)
+		select {
+		case <-started:
+		default:
+			if t.Failed() {
+				t.FailNow()
+			}
+			continue
+		}
+		break
+	}
+	// The first log waits for its checkpoint; these go to the second.
+	v = saveN(t, b, k, v, 10)
+	other := Key{"invoice", "8"}
+	saveN(t, b, other, 0, 3)
+	lost := copyWithoutMemtables(t, dir)
+	close(release)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenBadger(lost, BadgerOptions{GCInterval: -1, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	checkInstance(t, r, k, v, int(v))
+	checkInstance(t, r, other, 3, 3)
+	t.Logf("%d saves, the first %d in the log being checkpointed", v, v-10)
+}
+
+// BenchmarkBadgerSaveParallel measures durable saves of many instances at
+// once, as a server under load makes them (group commit).
+func BenchmarkBadgerSaveParallel(b *testing.B) {
+	st, err := OpenBadger(b.TempDir(), BadgerOptions{GCInterval: -1, Logger: quietLog()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	var next sync.Mutex
+	id := 0
+	b.SetParallelism(32) // 64 savers on 2 cores
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		next.Lock()
+		k := Key{"m", fmt.Sprint(id)}
+		id++
+		next.Unlock()
+		var v uint64
+		rec := Record{Snapshot: []byte(`{"status":"active","value":"draft","context":{"lines":[],"total":0}}`), Audit: &AuditEntry{Tool: "t", Event: map[string]any{"type": "SUBMIT"}, From: "draft", To: "review"}}
+		for pb.Next() {
+			var err error
+			if v, err = st.Save(context.Background(), k, rec, v); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
