@@ -39,11 +39,9 @@ func (g *Gate) answer(ctx context.Context, req *rpcRequest) (mcp.JSONRPCMessage,
 	if req.JSONRPC != mcp.JSONRPC_VERSION || (req.Method != string(mcp.MethodToolsCall) && req.Method != string(mcp.MethodToolsList)) {
 		return nil, false
 	}
-	var p fastParams
-	if len(req.Params) > 0 && string(req.Params) != "null" {
-		if err := json.Unmarshal(req.Params, &p); err != nil || !p.plain() {
-			return nil, false
-		}
+	p := &req.Params
+	if req.oddParams || !p.plain() {
+		return nil, false
 	}
 	id, ok := requestID(req.ID)
 	if !ok {

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -164,7 +165,22 @@ type rpcRequest struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id"`
 	Method  string          `json:"method"`
-	Params  json.RawMessage `json:"params"`
+	Params  fastParams      `json:"params"`
+	// oddParams is set when the parameters are not of the shape the fast
+	// path reads (the message goes to mcp-go, which explains).
+	oddParams bool
+}
+
+// parseRequest reads a message (valid JSON: parameters of another shape
+// than fastParams only set oddParams).
+func parseRequest(body []byte, env *rpcRequest) error {
+	err := json.Unmarshal(body, env)
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && (te.Field == "params" || strings.HasPrefix(te.Field, "params.")) {
+		env.oddParams = true
+		return nil
+	}
+	return err
 }
 
 func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
@@ -187,7 +203,7 @@ func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var env rpcRequest
-	if err := json.Unmarshal(body, &env); err != nil {
+	if err := parseRequest(body, &env); err != nil {
 		writeRPCError(w, http.StatusBadRequest, nil, mcp.PARSE_ERROR, "the body is not valid JSON")
 		return
 	}

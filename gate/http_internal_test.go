@@ -145,6 +145,8 @@ func TestFastPathAnswersAsMCPGo(t *testing.T) {
 		`{"jsonrpc":"2.0","id":11,"method":"tools/list","params":{"cursor":"zz"}}`,
 		`{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"invoice_submit","arguments":"text"}}`,
 		`{"jsonrpc":"2.0","id":13,"method":"tools/call","params":"nonsense"}`,
+		`{"jsonrpc":"2.0","id":13.1,"method":"tools/call","params":{"name":5,"arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":13.2,"method":"tools/list","params":[1]}`,
 		`{"jsonrpc":"1.0","id":14,"method":"tools/list"}`,
 		`{"jsonrpc":"2.0","id":15,"method":"ping"}`,
 		// ids the fast path reads itself, and ones it leaves to encoding/json
@@ -170,7 +172,7 @@ func TestFastPathAnswersAsMCPGo(t *testing.T) {
 	answered := 0
 	for _, m := range msgs {
 		var req rpcRequest
-		if err := json.Unmarshal([]byte(m), &req); err != nil {
+		if err := parseRequest([]byte(m), &req); err != nil {
 			t.Fatal(err)
 		}
 		got, ok := fast.g.answer(fast.ctx, &req)
@@ -222,4 +224,32 @@ func bundledGate(t *testing.T) *Gate {
 		t.Fatal(err)
 	}
 	return g
+}
+
+// TestParseRequest checks that parameters of another shape only mark the
+// request (mcp-go answers it), while a broken envelope is an error.
+func TestParseRequest(t *testing.T) {
+	for _, tc := range []struct {
+		msg       string
+		err, odd  bool
+		method    string
+		name, arg string
+	}{
+		{msg: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a_b","arguments":{"x":"y"}}}`, method: "tools/call", name: "a_b", arg: "y"},
+		{msg: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":7}}`, odd: true, method: "tools/call"},
+		{msg: `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":"x"}`, odd: true, method: "tools/list"},
+		{msg: `{"jsonrpc":"2.0","id":1,"method":5}`, err: true},
+		{msg: `{"jsonrpc":"2.0","id":1,"method":"tools/list"`, err: true},
+	} {
+		var req rpcRequest
+		err := parseRequest([]byte(tc.msg), &req)
+		if (err != nil) != tc.err || (err == nil && (req.oddParams != tc.odd || req.Method != tc.method || req.Params.Name != tc.name)) {
+			t.Errorf("%s: err %v, odd %v, method %q, name %q", tc.msg, err, req.oddParams, req.Method, req.Params.Name)
+		}
+		if tc.arg != "" {
+			if args, _ := req.Params.Arguments.(map[string]any); args["x"] != tc.arg {
+				t.Errorf("%s: arguments %v", tc.msg, req.Params.Arguments)
+			}
+		}
+	}
 }
