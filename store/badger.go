@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"maps"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -553,6 +554,10 @@ func (b *Badger) enqueue(r *saveReq) error {
 	b.leading = true
 	b.mu.Unlock()
 	if lead {
+		// Saves that are on their way (their goroutines are ready to
+		// run, on a single core too) join this batch instead of waiting
+		// for the next fsync.
+		runtime.Gosched()
 		b.commit()
 	}
 	for {

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // saveN saves an instance n times after version v, each with an audit
@@ -227,4 +229,46 @@ func BenchmarkBadgerSaveParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestGroupCommitOnOneCore checks that concurrent saves share fsyncs when
+// the process has one core (GOMAXPROCS=1, as in a container limited to one
+// CPU). There, nothing else runs while a goroutine is in fdatasync, so the
+// goroutine that writes a batch must first let the savers that are ready
+// to run join it; else each save runs to its end alone, with an fsync of
+// its own. Savers that all start at once must share one or two commits.
+func TestGroupCommitOnOneCore(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	b, err := OpenBadger(t.TempDir(), BadgerOptions{GCInterval: -1, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	// A sync that keeps the core for 200 µs without a system call (so
+	// that the runtime does not hand the core to others meanwhile, as it
+	// may for a long fdatasync).
+	for _, w := range b.logs {
+		w.fdatasync = func(*os.File) error {
+			for start := time.Now(); time.Since(start) < 200*time.Microsecond; {
+			}
+			return nil
+		}
+	}
+	const savers = 32
+	var wg sync.WaitGroup
+	for i := range savers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := b.Save(context.Background(), Key{"m", strconv.Itoa(i)}, Record{Snapshot: []byte(`{}`)}, 0); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	saves, commits := b.Stats()
+	t.Logf("%d saves in %d commits", saves, commits)
+	if saves != savers || commits > 4 {
+		t.Fatalf("%d saves in %d commits; want them in a few commits", saves, commits)
+	}
 }
