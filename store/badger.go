@@ -264,7 +264,7 @@ func (b *Badger) logBatch() error {
 	w := b.logs[b.active]
 	err := w.write(b.ops)
 	if errors.Is(err, errWALFull) {
-		if err = b.rotate(true); err == nil {
+		if err = b.rotate(); err == nil {
 			w = b.logs[b.active]
 			err = w.write(b.ops)
 		}
@@ -283,30 +283,32 @@ func (b *Badger) logBatch() error {
 	}
 	b.ovMu.Unlock()
 	if w.off-headerSize >= b.rotateAt {
-		return b.rotate(false)
+		b.startCheckpoint() // or at a later batch, if one is under way
 	}
 	return nil
 }
 
-// rotate moves the saves to the other log and has the active one's writes
-// checkpointed. When a checkpoint is still under way, it waits for it if
-// must (the active log is full), else it leaves the rotation to a later
-// batch.
-func (b *Badger) rotate(must bool) error {
-	for {
-		b.ovMu.Lock()
-		if b.old == nil {
-			b.old, b.cur = b.cur, overlay{}
-			full := b.active
-			b.active ^= 1
-			b.ovMu.Unlock()
-			b.checkpoints <- full
-			return nil
-		}
+// startCheckpoint moves the saves to the other log and has the active
+// one's writes checkpointed, unless a checkpoint is still under way (it
+// reports whether it started one).
+func (b *Badger) startCheckpoint() bool {
+	b.ovMu.Lock()
+	if b.old != nil {
 		b.ovMu.Unlock()
-		if !must {
-			return nil
-		}
+		return false
+	}
+	b.old, b.cur = b.cur, overlay{}
+	full := b.active
+	b.active ^= 1
+	b.ovMu.Unlock()
+	b.checkpoints <- full
+	return true
+}
+
+// rotate is startCheckpoint for a full log: it waits for the checkpoint
+// under way, if any, to end first.
+func (b *Badger) rotate() error {
+	for !b.startCheckpoint() {
 		select {
 		case <-b.drained:
 		case <-b.stop:
@@ -316,6 +318,7 @@ func (b *Badger) rotate(must bool) error {
 			return err
 		}
 	}
+	return nil
 }
 
 // fail records that the disk failed: every later save fails with err.
