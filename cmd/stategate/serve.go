@@ -102,7 +102,7 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 		// an error to shut down on, not a SIGPIPE that kills the process
 		// before the store is closed.
 		signal.Ignore(syscall.SIGPIPE)
-		log.Info("serving MCP over stdio", "store", c.Data)
+		log.Info("serving MCP over stdio", "store", c.Data, "cores", runtime.GOMAXPROCS(0))
 		return g.ServeStdio(ctx, os.Stdin, stdout)
 	}
 	addr := listenAddr(c.HTTP)
@@ -113,7 +113,7 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 	h := g.HTTPHandler()
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	srv.RegisterOnShutdown(h.Close)
-	log.Info("serving MCP over Streamable HTTP", "url", fmt.Sprintf("http://%s/mcp", ln.Addr()), "store", c.Data)
+	log.Info("serving MCP over Streamable HTTP", "url", fmt.Sprintf("http://%s/mcp", ln.Addr()), "store", c.Data, "cores", runtime.GOMAXPROCS(0))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
