@@ -26,8 +26,9 @@ var ErrLocked = errors.New("store in use by another process")
 
 // BadgerOptions configure a Badger store.
 type BadgerOptions struct {
-	// NoSync lets writes return before they reach the disk (faster; the
-	// last writes may be lost in a crash). Off by default: a save is
+	// NoSync lets writes return once they are in the operating system's
+	// cache, without fdatasync (faster; a killed process loses nothing, a
+	// power cut may lose the last writes). Off by default: a save is
 	// durable when Save returns, and concurrent saves share fsyncs.
 	NoSync bool
 	// GCInterval is how often the value log is garbage collected (10
