@@ -118,23 +118,7 @@ func TestBadgerRecoversFromTheLog(t *testing.T) {
 		}
 	}
 	// A copy of the folder as it is now, without Badger's unsynced tables.
-	lost := t.TempDir()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if e.Name() == "LOCK" || strings.HasSuffix(e.Name(), ".mem") {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(lost, e.Name()), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	lost := copyWithoutMemtables(t, dir)
 	b.Close()
 
 	r, err := OpenBadger(lost, BadgerOptions{GCInterval: -1, Logger: quietLog()})
