@@ -171,16 +171,27 @@ type rpcRequest struct {
 	oddParams bool
 }
 
-// parseRequest reads a message (valid JSON: parameters of another shape
-// than fastParams only set oddParams).
+// parseRequest reads a message: parameters of another shape than
+// fastParams only set oddParams, anything else that does not parse is an
+// error.
 func parseRequest(body []byte, env *rpcRequest) error {
 	err := json.Unmarshal(body, env)
 	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) && (te.Field == "params" || strings.HasPrefix(te.Field, "params.")) {
-		env.oddParams = true
-		return nil
+	if !errors.As(err, &te) || (te.Field != "params" && !strings.HasPrefix(te.Field, "params.")) {
+		return err
 	}
-	return err
+	// The parameters are odd; the rest is read again, in case it is too.
+	var plain struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  string          `json:"method"`
+		Params  json.RawMessage `json:"params"`
+	}
+	if err := json.Unmarshal(body, &plain); err != nil {
+		return err
+	}
+	*env = rpcRequest{JSONRPC: plain.JSONRPC, ID: plain.ID, Method: plain.Method, oddParams: true}
+	return nil
 }
 
 func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {

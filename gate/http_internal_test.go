@@ -239,6 +239,7 @@ func TestParseRequest(t *testing.T) {
 		{msg: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":7}}`, odd: true, method: "tools/call"},
 		{msg: `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":"x"}`, odd: true, method: "tools/list"},
 		{msg: `{"jsonrpc":"2.0","id":1,"method":5}`, err: true},
+		{msg: `{"jsonrpc":"2.0","id":1,"params":"x","method":5}`, err: true},
 		{msg: `{"jsonrpc":"2.0","id":1,"method":"tools/list"`, err: true},
 	} {
 		var req rpcRequest

@@ -30,7 +30,7 @@ type serveCmd struct {
 	Instance  string        `default:"default" help:"The instance that stdio uses for machines with no handle key."`
 	JSTimeout time.Duration `name:"js-timeout" default:"1s" help:"Time limit of one call into a machine's JavaScript."`
 	Pprof     string        `hidden:"" placeholder:"ADDR" help:"Serve net/http/pprof at ADDR (loopback), for profiling."`
-	NoSync    bool          `help:"Answer calls before their state reaches the disk (faster; a crash may lose the last calls)."`
+	NoSync    bool          `help:"Answer calls before their state reaches the disk (faster; a power cut may lose the last calls, a killed server does not)."`
 	AuditKeep int           `default:"1000" help:"Audit entries kept per instance."`
 	// Checkpoint is for tests that want the store's checkpoints frequent.
 	Checkpoint int64 `hidden:"" name:"checkpoint-bytes" help:"Bytes of saves the write-ahead log holds before they are moved to Badger."`
