@@ -130,13 +130,13 @@ type session struct {
 type served struct {
 	machines map[string]*Machine // by id
 	sorted   []*Machine          // the same, sorted by id
-	tools    map[string]toolRef  // by tool name
+	tools    map[string]*toolRef // by tool name
 }
 
 // New makes a gate serving no machine yet.
 func New(opts Options) *Gate {
 	g := &Gate{opts: opts, log: opts.Logger, store: opts.Store, sessions: map[string]*session{}, viewers: map[instanceID]map[*session]bool{}, cache: map[instanceID]*instance{}}
-	g.served.Store(&served{machines: map[string]*Machine{}, tools: map[string]toolRef{}})
+	g.served.Store(&served{machines: map[string]*Machine{}, tools: map[string]*toolRef{}})
 	if g.log == nil {
 		g.log = slog.Default()
 	}
@@ -207,13 +207,13 @@ func (g *Gate) SetMachines(ms []*Machine) error {
 func (g *Gate) setMachines(ms []*Machine) error {
 	g.setMu.Lock()
 	defer g.setMu.Unlock()
-	tools := map[string]toolRef{}
+	tools := map[string]*toolRef{}
 	ids := map[string]*Machine{}
 	add := func(name string, ref toolRef) error {
 		if other, dup := tools[name]; dup {
 			return fmt.Errorf("%w: %s is a tool of %s (%s) and of %s (%s)", ErrToolClash, name, other.m.ID, other.m.File, ref.m.ID, ref.m.File)
 		}
-		tools[name] = ref
+		tools[name] = &ref
 		return nil
 	}
 	add0 := add
@@ -295,7 +295,7 @@ func (g *Gate) mcpTool(name string, ref toolRef, compact bool) mcp.Tool {
 	return t
 }
 
-func (g *Gate) lookup(name string) (toolRef, bool) {
+func (g *Gate) lookup(name string) (*toolRef, bool) {
 	ref, ok := g.served.Load().tools[name]
 	return ref, ok
 }
@@ -507,19 +507,32 @@ func sameShown(a, b []shown) bool {
 // listFor computes a session's tool list.
 func (g *Gate) listFor(ctx context.Context, s *session) []mcp.Tool {
 	g.activity.Add(1)
-	var out []mcp.Tool
-	for _, sh := range g.shownTo(ctx, s) {
+	type listed struct {
+		ref     *toolRef
+		compact bool
+	}
+	shown := g.shownTo(ctx, s)
+	n := 0
+	for _, sh := range shown {
+		n += len(sh.tools)
+	}
+	refs := make([]listed, 0, n)
+	for _, sh := range shown {
 		for _, name := range sh.tools {
 			if ref, ok := g.lookup(name); ok {
-				if sh.initial {
-					out = append(out, ref.compact)
-				} else {
-					out = append(out, ref.full)
-				}
+				refs = append(refs, listed{ref, sh.initial})
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	slices.SortFunc(refs, func(a, b listed) int { return strings.Compare(a.ref.full.Name, b.ref.full.Name) })
+	out := make([]mcp.Tool, len(refs))
+	for i, l := range refs {
+		if l.compact {
+			out[i] = l.ref.compact
+		} else {
+			out[i] = l.ref.full
+		}
+	}
 	return out
 }
 
