@@ -57,6 +57,17 @@ func TestInterruptRunawayGuard(t *testing.T) {
 	}
 }
 
+// TestInterruptRunawayAssign checks that an interrupted assign names the
+// property whose function ran away.
+func TestInterruptRunawayAssign(t *testing.T) {
+	a := startModule(t, &Loader{Timeout: 100 * time.Millisecond}, "loop.mjs")
+	a.Send(interp.Event{Type: "SPIN_ASSIGN"})
+	s := a.Snapshot()
+	if s.Status != interp.StatusError || !errors.Is(s.Err(), ErrInterrupted) || !strings.Contains(s.Err().Error(), "assign of 'total'") {
+		t.Fatalf("status %v, error %v; want an interrupted assign of 'total'", s.Status, s.Err())
+	}
+}
+
 func TestDeepRecursionIsAnError(t *testing.T) {
 	a := startModule(t, &Loader{}, "loop.mjs")
 	a.Send(interp.Event{Type: "RECURSE"})

@@ -45,7 +45,7 @@ func callFn(f *jsFn, label string, a interp.Args, params any) (*jsRuntime, goja.
 	if !ok {
 		return nil, nil, fmt.Errorf("%s is not a function", label)
 	}
-	out, err := rt.invoke2(c, label, rt.callArgs(a), rt.paramsJS(params))
+	out, err := rt.invoke2(c, label, "", rt.callArgs(a), rt.paramsJS(params))
 	return rt, out, err
 }
 
@@ -844,7 +844,7 @@ func (rt *jsRuntime) assignment(o *goja.Object) interp.Action {
 			}
 			if f, isFn := goja.AssertFunction(v); isFn {
 				var err error
-				if v, err = rt.invoke2(f, "assign of '"+k+"'", rt.callArgs(a), rt.paramsJS(params)); err != nil {
+				if v, err = rt.invoke2(f, "assign", k, rt.callArgs(a), rt.paramsJS(params)); err != nil {
 					return err
 				}
 			}

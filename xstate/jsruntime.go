@@ -428,7 +428,7 @@ func (rt *jsRuntime) call(fn goja.Value, what string, args ...goja.Value) (goja.
 	if !ok {
 		return nil, fmt.Errorf("%s is not a function", what)
 	}
-	return rt.invoke(f, what, args)
+	return rt.invoke(f, what, "", args)
 }
 
 // callFn calls a function of the module.
@@ -437,15 +437,20 @@ func (rt *jsRuntime) callFn(f *jsFn, what string, args ...goja.Value) (goja.Valu
 	if !ok {
 		return nil, fmt.Errorf("%s is not a function", what)
 	}
-	return rt.invoke(c, what, args)
+	return rt.invoke(c, what, "", args)
 }
 
-// invoke runs a call, with its errors as XState shows them.
-func (rt *jsRuntime) invoke(f goja.Callable, what string, args []goja.Value) (out goja.Value, err error) {
+// invoke runs a call, with its errors as XState shows them. what names
+// the function in an error, with key when it is a property's ("assign of
+// 'total'"): the name is made only for an error.
+func (rt *jsRuntime) invoke(f goja.Callable, what, key string, args []goja.Value) (out goja.Value, err error) {
 	err = rt.run(f, args, &out)
 	if err != nil {
 		var ie *goja.InterruptedError
 		if errors.As(err, &ie) {
+			if key != "" {
+				what += " of '" + key + "'"
+			}
 			return nil, fmt.Errorf("%s: %w: ran longer than %v", what, ErrInterrupted, rt.mod.timeout)
 		}
 		return nil, jsErr(err)
@@ -456,13 +461,13 @@ func (rt *jsRuntime) invoke(f goja.Callable, what string, args []goja.Value) (ou
 // invoke2 is invoke with two arguments, passed in a slice of the runtime
 // for the depth of the call (goja copies the arguments of a JavaScript
 // function; those of the runtime's native functions are not kept).
-func (rt *jsRuntime) invoke2(f goja.Callable, what string, a0, a1 goja.Value) (goja.Value, error) {
+func (rt *jsRuntime) invoke2(f goja.Callable, what, key string, a0, a1 goja.Value) (goja.Value, error) {
 	for len(rt.argBufs) <= rt.depth {
 		rt.argBufs = append(rt.argBufs, new([2]goja.Value))
 	}
 	buf := rt.argBufs[rt.depth]
 	buf[0], buf[1] = a0, a1
-	out, err := rt.invoke(f, what, buf[:])
+	out, err := rt.invoke(f, what, key, buf[:])
 	buf[0], buf[1] = nil, nil
 	return out, err
 }
