@@ -488,29 +488,14 @@ func auditKey(k Key, version uint64) []byte {
 
 // Load returns an instance's record and version.
 func (b *Badger) Load(ctx context.Context, k Key) (Record, uint64, error) {
-	key := keyOf(k)
-	if e, ok := b.overlaid(key); ok {
-		if e.del {
-			return Record{}, 0, ErrNotFound
-		}
-		return decode(e.val)
+	v, err := b.get(keyOf(k))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return Record{}, 0, ErrNotFound
 	}
-	var rec Record
-	var version uint64
-	err := b.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(key)
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
-		return item.Value(func(v []byte) error {
-			rec, version, err = decode(v)
-			return err
-		})
-	})
-	return rec, version, err
+	if err != nil {
+		return Record{}, 0, err
+	}
+	return decode(v)
 }
 
 // overlaid returns a key's latest write not yet in Badger, if any.
@@ -526,8 +511,8 @@ func (b *Badger) overlaid(key []byte) (ovEntry, bool) {
 
 // Save stores a record if the instance is still at version. Concurrent
 // saves are written together, in one batch and one fsync; the save
-// returns once its batch is on the disk (in the disk's cache with
-// NoSync).
+// returns once its batch is on the disk (in the operating system's
+// cache with NoSync).
 func (b *Badger) Save(ctx context.Context, k Key, rec Record, version uint64) (uint64, error) {
 	if rec.Updated.IsZero() {
 		rec.Updated = time.Now()
@@ -586,33 +571,17 @@ func (b *Badger) version(k Key) (uint64, error) {
 	if ok {
 		return v, nil
 	}
-	key := keyOf(k)
-	var val []byte
-	if e, ok := b.overlaid(key); ok {
-		if e.del {
-			return 0, nil
-		}
-		val = e.val
-	} else {
-		err := b.db.View(func(txn *badger.Txn) error {
-			item, err := txn.Get(key)
-			if err != nil {
-				return err
-			}
-			val, err = item.ValueCopy(nil)
-			return err
-		})
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return 0, nil
-		}
-		if err != nil {
-			return 0, err
-		}
+	val, err := b.get(keyOf(k))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
 	}
 	if len(val) < 8 {
 		return 0, errors.New("corrupt record")
 	}
-	return binary.BigEndian.Uint64(val), nil // the record itself is not read
+	return binary.BigEndian.Uint64(val), nil // the record itself is not decoded
 }
 
 // put adds one save's writes to the batch: the record (if the instance is
