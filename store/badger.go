@@ -85,8 +85,8 @@ type Badger struct {
 	// otherwise). A key's latest write is in cur, else in old, else in
 	// Badger.
 	ovMu sync.RWMutex
-	cur  overlay
-	old  overlay
+	cur  *overlay
+	old  *overlay
 	// checkpoints takes the index of a log whose overlay (old) is to be
 	// written to Badger; drained is signalled after each checkpoint.
 	checkpoints chan int
@@ -108,7 +108,26 @@ type Badger struct {
 
 // overlay is the writes of one log that Badger does not have yet: the
 // last value of each key written, or a deletion.
-type overlay map[string]ovEntry
+type overlay struct {
+	m map[string]ovEntry
+	// audits holds the audit keys of m by instance (their prefix), in the
+	// order they were written, so that an instance's trail is found
+	// without going through the whole overlay.
+	audits map[string][]string
+}
+
+func newOverlay() *overlay {
+	return &overlay{m: map[string]ovEntry{}, audits: map[string][]string{}}
+}
+
+// put notes a write.
+func (ov *overlay) put(key string, e ovEntry) {
+	if _, seen := ov.m[key]; !seen && strings.HasPrefix(key, auditPrefix) && len(key) > len(auditPrefix)+8 {
+		p := key[:len(key)-8]
+		ov.audits[p] = append(ov.audits[p], key)
+	}
+	ov.m[key] = e
+}
 
 type ovEntry struct {
 	val []byte
@@ -170,7 +189,7 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
 	b := &Badger{db: db, log: log, stop: make(chan struct{}), retention: DefaultAuditRetention, noSync: o.NoSync,
-		rotateAt: rotateAt, cur: overlay{}, checkpoints: make(chan int, 1), drained: make(chan struct{}, 1),
+		rotateAt: rotateAt, cur: newOverlay(), checkpoints: make(chan int, 1), drained: make(chan struct{}, 1),
 		versions: map[Key]uint64{}, pending: map[Key]uint64{}}
 	if err := b.openLogs(filepath.Join(dir, "stategate.wal"), filepath.Join(dir, "stategate-2.wal")); err != nil {
 		db.Close()
@@ -280,7 +299,7 @@ func (b *Badger) logBatch() error {
 	}
 	b.ovMu.Lock()
 	for _, op := range b.ops {
-		b.cur[string(op.key)] = ovEntry{val: op.val, del: op.del}
+		b.cur.put(string(op.key), ovEntry{val: op.val, del: op.del})
 	}
 	b.ovMu.Unlock()
 	if w.off-headerSize >= b.rotateAt {
@@ -298,7 +317,7 @@ func (b *Badger) startCheckpoint() bool {
 		b.ovMu.Unlock()
 		return false
 	}
-	b.old, b.cur = b.cur, overlay{}
+	b.old, b.cur = b.cur, newOverlay()
 	full := b.active
 	b.active ^= 1
 	b.ovMu.Unlock()
@@ -374,7 +393,7 @@ func (b *Badger) checkpointer() {
 
 // checkpoint writes an overlay to Badger, syncs Badger, and starts the
 // log that held the overlay's writes over.
-func (b *Badger) checkpoint(ov overlay, w *wal) error {
+func (b *Badger) checkpoint(ov *overlay, w *wal) error {
 	if err := b.apply(ov); err != nil {
 		return err
 	}
@@ -386,13 +405,13 @@ func (b *Badger) checkpoint(ov overlay, w *wal) error {
 }
 
 // apply writes an overlay's writes to Badger.
-func (b *Badger) apply(ov overlay) error {
-	if len(ov) == 0 {
+func (b *Badger) apply(ov *overlay) error {
+	if ov == nil || len(ov.m) == 0 {
 		return nil
 	}
 	wb := b.db.NewWriteBatch()
 	defer wb.Cancel()
-	for k, e := range ov {
+	for k, e := range ov.m {
 		var err error
 		if e.del {
 			err = wb.Delete([]byte(k))
@@ -502,10 +521,13 @@ func (b *Badger) Load(ctx context.Context, k Key) (Record, uint64, error) {
 func (b *Badger) overlaid(key []byte) (ovEntry, bool) {
 	b.ovMu.RLock()
 	defer b.ovMu.RUnlock()
-	if e, ok := b.cur[string(key)]; ok {
+	if e, ok := b.cur.m[string(key)]; ok {
 		return e, true
 	}
-	e, ok := b.old[string(key)]
+	if b.old == nil {
+		return ovEntry{}, false
+	}
+	e, ok := b.old.m[string(key)]
 	return e, ok
 }
 
@@ -644,35 +666,59 @@ func auditPrefixOf(k Key) []byte { return []byte(auditPrefix + k.Machine + "\x00
 // order, at most the last n of them when n > 0.
 func (b *Badger) keys(prefix []byte, n int) ([][]byte, error) {
 	// The overlays' writes under the prefix: they override Badger's.
+	trail := bytes.HasPrefix(prefix, []byte(auditPrefix)) && bytes.Count(prefix, []byte{0}) == 2 && prefix[len(prefix)-1] == 0
 	b.ovMu.RLock()
 	over := map[string]bool{} // key -> set (false: deleted)
-	for _, ov := range []overlay{b.old, b.cur} {
-		for k, e := range ov {
+	for _, ov := range []*overlay{b.old, b.cur} {
+		if ov == nil {
+			continue
+		}
+		if trail {
+			// An instance's trail (auditPrefixOf): its keys are indexed.
+			for _, k := range ov.audits[string(prefix)] {
+				over[k] = !ov.m[k].del
+			}
+			continue
+		}
+		for k, e := range ov.m {
 			if strings.HasPrefix(k, string(prefix)) {
 				over[k] = !e.del
 			}
 		}
 	}
 	b.ovMu.RUnlock()
-	var keys [][]byte
-	err := b.db.View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
-		opts.PrefetchValues = false
-		opts.Prefix = prefix
-		opts.Reverse = true
-		it := txn.NewIterator(opts)
-		defer it.Close()
-		for it.Seek(append(append([]byte(nil), prefix...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)); it.Valid(); it.Next() {
-			if n > 0 && len(keys) >= n {
-				break
-			}
-			if _, ok := over[string(it.Item().Key())]; ok {
-				continue
-			}
-			keys = append(keys, it.Item().KeyCopy(nil))
+	live := 0
+	for _, set := range over {
+		if set {
+			live++
 		}
-		return nil
-	})
+	}
+	var keys [][]byte
+	var err error
+	// An instance's versions only grow, and its deletion deletes its
+	// whole trail in the overlay: the trail's entries in the overlays are
+	// newer than those left in Badger, which the last n need not read
+	// when the overlays hold n.
+	if !trail || n <= 0 || live < n {
+		err = b.db.View(func(txn *badger.Txn) error {
+			opts := badger.DefaultIteratorOptions
+			opts.PrefetchValues = false
+			opts.Prefix = prefix
+			opts.Reverse = true
+			it := txn.NewIterator(opts)
+			defer it.Close()
+			for it.Seek(append(append([]byte(nil), prefix...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)); it.Valid(); it.Next() {
+				if n > 0 && len(keys) >= n {
+					break
+				}
+				if _, ok := over[string(it.Item().Key())]; ok {
+					continue
+				}
+				keys = append(keys, it.Item().KeyCopy(nil))
+			}
+			return nil
+		})
+	}
 	for k, set := range over {
 		if set {
 			keys = append(keys, []byte(k))

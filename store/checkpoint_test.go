@@ -272,3 +272,28 @@ func TestGroupCommitOnOneCore(t *testing.T) {
 		t.Fatalf("%d saves in %d commits; want them in a few commits", saves, commits)
 	}
 }
+
+// TestTrailAfterDeleteAcrossCheckpoints deletes an instance whose trail is
+// partly in Badger and partly in memory, starts it again, and reads the
+// new trail only, whole and in part.
+func TestTrailAfterDeleteAcrossCheckpoints(t *testing.T) {
+	b, err := OpenBadger(t.TempDir(), BadgerOptions{GCInterval: -1, CheckpointBytes: 2 << 10, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	k := Key{"m", "h"}
+	saveN(t, b, k, 0, 60)
+	if b.nCheckpoints.Load() == 0 {
+		t.Fatal("no checkpoint: the test wants part of the trail in Badger")
+	}
+	if err := b.Delete(context.Background(), k); err != nil {
+		t.Fatal(err)
+	}
+	saveN(t, b, k, 0, 3)
+	checkInstance(t, b, k, 3, 3)
+	last, err := b.Audit(context.Background(), k, 2)
+	if err != nil || len(last) != 2 || last[0].Version != 2 || last[1].Version != 3 {
+		t.Fatalf("last two: %+v %v", last, err)
+	}
+}

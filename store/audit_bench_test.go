@@ -1,0 +1,33 @@
+package store
+
+import (
+	"context"
+	"strconv"
+	"testing"
+)
+
+// BenchmarkAuditUnderLoad times what the status tool reads (an instance's
+// last 5 audit entries) while the store holds thousands of saves not yet
+// moved to Badger.
+func BenchmarkAuditUnderLoad(b *testing.B) {
+	st, err := OpenBadger(b.TempDir(), BadgerOptions{GCInterval: -1, NoSync: true, Logger: quietLog()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	versions := make([]uint64, 64)
+	for i := range 6000 {
+		k := Key{"invoice", strconv.Itoa(i % 64)}
+		rec := Record{Snapshot: []byte(`{"status":"active","value":"draft","context":{}}`), Audit: &AuditEntry{Tool: "t", Event: map[string]any{"type": "SUBMIT"}, From: "draft", To: "review"}}
+		if versions[i%64], err = st.Save(ctx, k, rec, versions[i%64]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if trail, err := st.Audit(ctx, Key{"invoice", "7"}, 5); err != nil || len(trail) != 5 {
+			b.Fatal(len(trail), err)
+		}
+	}
+}
