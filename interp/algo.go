@@ -880,14 +880,14 @@ func (st *stepper) enter(s *Snapshot, ev Event, n *StateNode, set nodeSet, compl
 				return nil, err
 			}
 		}
-		st.queue = append(st.queue, doneStateEvent(parent.ID, out, n.Output != nil))
+		st.queue = append(st.queue, doneStateEvent(parent, out, n.Output != nil))
 	}
 	for marker != nil && marker.Type == Parallel && (*completed == nil || !completed.has(marker.Order)) && inFinalState(set, marker) {
 		if *completed == nil {
 			*completed = st.tmpSet()
 		}
 		completed.add(marker.Order)
-		st.queue = append(st.queue, doneStateEvent(marker.ID, nil, false))
+		st.queue = append(st.queue, doneStateEvent(marker, nil, false))
 		completion = marker
 		marker = marker.Parent
 	}
@@ -903,7 +903,7 @@ func (st *stepper) enter(s *Snapshot, ev Event, n *StateNode, set nodeSet, compl
 				return nil, err
 			}
 		}
-		done := doneStateEvent(completion.ID, cout, hasOut)
+		done := doneStateEvent(completion, cout, hasOut)
 		if out, err = st.eval(m.Root.Output, Args{Context: s.Context, Event: done, Self: st.actor, Snapshot: s, Runtime: st.rt}, nil); err != nil {
 			return nil, err
 		}
@@ -911,8 +911,8 @@ func (st *stepper) enter(s *Snapshot, ev Event, n *StateNode, set nodeSet, compl
 	return s.withStatus(StatusDone, out, nil), nil
 }
 
-func doneStateEvent(id string, output any, hasOutput bool) Event {
-	ev := Event{Type: "xstate.done.state." + id}
+func doneStateEvent(n *StateNode, output any, hasOutput bool) Event {
+	ev := Event{Type: n.doneType}
 	if hasOutput {
 		ev.Data = map[string]any{"output": output}
 	}

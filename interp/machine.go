@@ -80,7 +80,8 @@ type StateNode struct {
 	initial     *Transition
 	historyTo   *Transition // a history node's default transition
 	self        []*StateNode
-	hidx        int // a history node's index in a historyValue
+	hidx        int    // a history node's index in a historyValue
+	doneType    string // the type of its done event, xstate.done.state.ID
 }
 
 // Transition is a compiled transition.
@@ -222,6 +223,7 @@ func (c *compiler) node(d *StateDef, parent *StateNode, path []string) *StateNod
 	} else {
 		n.ID = c.m.ID + "." + strings.Join(path, ".")
 	}
+	n.doneType = "xstate.done.state." + n.ID
 	if _, dup := c.m.byID[n.ID]; dup {
 		c.fail(n, "duplicate state id %q", n.ID)
 	}
