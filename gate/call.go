@@ -125,7 +125,7 @@ func (g *Gate) status(ctx context.Context, m *Machine, handle string) (*mcp.Call
 	}
 	res := success(m, handle, g.view(in), nil)
 	sc := res.StructuredContent.(map[string]any)
-	if trail, err := g.store.Audit(ctx, store.Key{Machine: m.ID, Handle: handle}, 5); err == nil && len(trail) > 0 {
+	if trail, err := g.store.Audit(ctx, instanceKey(m, handle), 5); err == nil && len(trail) > 0 {
 		sc["recent"] = trail
 	}
 	if len(in.timers) > 0 {

@@ -64,13 +64,13 @@ type Gate struct {
 	locks keyedMutex
 
 	cacheMu sync.Mutex
-	cache   map[instanceID]*instance
+	cache   map[store.Key]*instance
 
 	sessMu   sync.Mutex
 	sessions map[string]*session
 	// viewers are the sessions that see an instance of a machine with a
 	// handle key: whom a change of the instance concerns.
-	viewers map[instanceID]map[*session]bool
+	viewers map[store.Key]map[*session]bool
 
 	errMu    sync.Mutex
 	loadErrs map[string]error // files that fail to load now
@@ -135,7 +135,7 @@ type served struct {
 
 // New makes a gate serving no machine yet.
 func New(opts Options) *Gate {
-	g := &Gate{opts: opts, log: opts.Logger, store: opts.Store, sessions: map[string]*session{}, viewers: map[instanceID]map[*session]bool{}, cache: map[instanceID]*instance{}}
+	g := &Gate{opts: opts, log: opts.Logger, store: opts.Store, sessions: map[string]*session{}, viewers: map[store.Key]map[*session]bool{}, cache: map[store.Key]*instance{}}
 	g.served.Store(&served{machines: map[string]*Machine{}, tools: map[string]*toolRef{}})
 	if g.log == nil {
 		g.log = slog.Default()
@@ -338,7 +338,7 @@ func (g *Gate) dropSession(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for mid, h := range s.handles {
-		g.unview(s, instanceKeyOf(mid, h))
+		g.unview(s, store.Key{Machine: mid, Handle: h})
 	}
 }
 
@@ -354,11 +354,11 @@ func (g *Gate) useHandle(s *session, m *Machine, h string) bool {
 		return false
 	}
 	if had {
-		g.unview(s, instanceKeyOf(m.ID, old))
+		g.unview(s, store.Key{Machine: m.ID, Handle: old})
 	}
 	s.handles[m.ID] = h
 	if _, live := g.sessions[s.id]; live {
-		key := instanceKeyOf(m.ID, h)
+		key := store.Key{Machine: m.ID, Handle: h}
 		if g.viewers[key] == nil {
 			g.viewers[key] = map[*session]bool{}
 		}
@@ -368,7 +368,7 @@ func (g *Gate) useHandle(s *session, m *Machine, h string) bool {
 }
 
 // unview forgets that a session sees an instance (sessMu held).
-func (g *Gate) unview(s *session, key instanceID) {
+func (g *Gate) unview(s *session, key store.Key) {
 	if vs := g.viewers[key]; vs != nil {
 		delete(vs, s)
 		if len(vs) == 0 {
@@ -621,7 +621,7 @@ func (g *Gate) load(ctx context.Context, m *Machine, handle string) (*instance, 
 	if in != nil && in.m == m {
 		return in, nil
 	}
-	rec, version, err := g.store.Load(ctx, store.Key{Machine: m.ID, Handle: handle})
+	rec, version, err := g.store.Load(ctx, key)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		snap, timers := g.fresh(m)
@@ -657,7 +657,7 @@ func (g *Gate) load(ctx context.Context, m *Machine, handle string) (*instance, 
 	return in, nil
 }
 
-func (g *Gate) remember(key instanceID, in *instance) {
+func (g *Gate) remember(key store.Key, in *instance) {
 	g.cacheMu.Lock()
 	defer g.cacheMu.Unlock()
 	if len(g.cache) >= maxCached {
@@ -671,7 +671,7 @@ func (g *Gate) remember(key instanceID, in *instance) {
 	g.cache[key] = in
 }
 
-func (g *Gate) forget(key instanceID) {
+func (g *Gate) forget(key store.Key) {
 	g.cacheMu.Lock()
 	delete(g.cache, key)
 	g.cacheMu.Unlock()
@@ -695,14 +695,14 @@ func (g *Gate) save(ctx context.Context, in *instance, snap *interp.Snapshot, ti
 		audit.From, audit.To = in.snap.Value(), snap.Value()
 	}
 	rec := store.Record{Snapshot: data, MachineVersion: in.m.Version, Timers: timers, Audit: audit}
-	v, err := g.store.Save(ctx, store.Key{Machine: in.m.ID, Handle: in.handle}, rec, in.version)
+	v, err := g.store.Save(ctx, key, rec, in.version)
 	if err != nil {
 		g.forget(key) // reload from the store next time
 		return nil, err
 	}
 	next := &instance{m: in.m, handle: in.handle, snap: snap, version: v, timers: timers}
 	g.remember(key, next)
-	g.sched.set(store.Key{Machine: in.m.ID, Handle: in.handle}, timers)
+	g.sched.set(key, timers)
 	return next, nil
 }
 
@@ -760,7 +760,7 @@ func storedTimers(ts []interp.PendingTimer) []store.Timer {
 // keyedMutex serializes work per instance.
 type keyedMutex struct {
 	mu    sync.Mutex
-	locks map[instanceID]*keyLock
+	locks map[store.Key]*keyLock
 }
 
 type keyLock struct {
@@ -768,10 +768,10 @@ type keyLock struct {
 	refs int
 }
 
-func (k *keyedMutex) lock(key instanceID) func() {
+func (k *keyedMutex) lock(key store.Key) func() {
 	k.mu.Lock()
 	if k.locks == nil {
-		k.locks = map[instanceID]*keyLock{}
+		k.locks = map[store.Key]*keyLock{}
 	}
 	l := k.locks[key]
 	if l == nil {
@@ -791,12 +791,10 @@ func (k *keyedMutex) lock(key instanceID) func() {
 	}
 }
 
-// instanceID names an instance: a machine and a handle.
-type instanceID struct{ machine, handle string }
-
-func instanceKey(m *Machine, handle string) instanceID { return instanceID{m.ID, handle} }
-
-func instanceKeyOf(machineID, handle string) instanceID { return instanceID{machineID, handle} }
+// instanceKey names an instance of a machine, as the store does.
+func instanceKey(m *Machine, handle string) store.Key {
+	return store.Key{Machine: m.ID, Handle: handle}
+}
 
 func joinTools(names []string) string {
 	if len(names) == 0 {
