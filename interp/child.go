@@ -111,20 +111,10 @@ func (st *stepper) stopChildren(s *Snapshot) *Snapshot {
 	return s
 }
 
-// Spawn is the Spawner of an assign's function: the children it makes are
-// collected for the assign in progress (st.spawned), which adds them to
-// its snapshot.
+// Spawn is the Spawner of an assign's function: it makes a child, as
+// spawnChild does, and collects it for the assign in progress
+// (st.spawned), which adds it to its snapshot and starts it.
 func (st *stepper) Spawn(src any, o SpawnOptions) (*Actor, error) {
-	c, err := st.spawn(src, o)
-	if err == nil {
-		st.spawned = append(st.spawned, c)
-	}
-	return c, err
-}
-
-// spawn makes a child for an assign's spawn (Args.Spawner); the assign adds
-// it to the snapshot and starts it, as spawnChild does.
-func (st *stepper) spawn(src any, o SpawnOptions) (*Actor, error) {
 	var logic ActorLogic
 	switch x := src.(type) {
 	case string:
@@ -141,7 +131,26 @@ func (st *stepper) spawn(src any, o SpawnOptions) (*Actor, error) {
 	if id == "" {
 		id = st.newID()
 	}
-	return st.makeChild(logic, id, o.Input, o.SyncSnapshot, o.SystemID)
+	c, err := st.makeChild(logic, id, o.Input, o.SyncSnapshot, o.SystemID)
+	if err == nil {
+		st.spawned = append(st.spawned, c)
+	}
+	return c, err
+}
+
+// adopt adds a child to a snapshot of the step (one it cloned), to be
+// started once the step is done; a nil child, for logic the machine
+// lacks, holds its id with no actor, as in XState.
+func (st *stepper) adopt(s *Snapshot, id string, c *Actor) {
+	x := s.own()
+	x.children = maps.Clone(x.children)
+	if x.children == nil {
+		x.children = map[string]*Actor{}
+	}
+	x.children[id] = c
+	if c != nil {
+		st.effects = append(st.effects, Effect{Kind: EffectStart, To: c})
+	}
 }
 
 // makeChild makes a child actor of the step's actor, entered in the actor
@@ -194,15 +203,7 @@ func (st *stepper) resolveChildAction(s *Snapshot, ev Event, a Action, params an
 			}
 		}
 		s = s.clone()
-		x := s.own()
-		x.children = maps.Clone(x.children)
-		if x.children == nil {
-			x.children = map[string]*Actor{}
-		}
-		x.children[id] = child
-		if child != nil {
-			st.effects = append(st.effects, Effect{Kind: EffectStart, To: child})
-		}
+		st.adopt(s, id, child)
 	case *StopAction:
 		st.impure = true
 		v, err := st.eval(a.ID, args, params)

@@ -103,19 +103,11 @@ func (st *stepper) resolveAction(s *Snapshot, ev Event, a Action, params any) (*
 		}
 		s = s.clone()
 		s.Context = ctx
-		if len(st.spawned) > 0 {
-			x := s.own()
-			x.children = maps.Clone(x.children)
-			if x.children == nil {
-				x.children = map[string]*Actor{}
-			}
-			for _, c := range st.spawned {
-				x.children[c.ID] = c
-				st.effects = append(st.effects, Effect{Kind: EffectStart, To: c})
-			}
-			clear(st.spawned)
-			st.spawned = st.spawned[:0]
+		for _, c := range st.spawned {
+			st.adopt(s, c.ID, c)
 		}
+		clear(st.spawned)
+		st.spawned = st.spawned[:0]
 	case *RaiseAction:
 		args := st.args(s, ev)
 		v, err := st.eval(a.Event, args, params)

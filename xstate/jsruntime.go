@@ -891,7 +891,7 @@ func (ao *argsObj) callSpawn(call goja.FunctionCall) goja.Value {
 	if err != nil {
 		panic(rt.vm.NewGoError(err))
 	}
-	return rt.vm.NewDynamicObject(&selfObj{rt: rt, actor: c})
+	return rt.actorRef(c)
 }
 
 // Get returns a property (goja.DynamicObject).
@@ -1027,7 +1027,7 @@ func (rt *jsRuntime) systemJS(a *interp.Actor) goja.Value {
 	o := rt.vm.NewObject()
 	_ = o.Set("get", func(call goja.FunctionCall) goja.Value {
 		if found := a.System(call.Argument(0).String()); found != nil {
-			return rt.vm.NewDynamicObject(&selfObj{rt: rt, actor: found})
+			return rt.actorRef(found)
 		}
 		return goja.Undefined()
 	})
@@ -1038,9 +1038,14 @@ func (rt *jsRuntime) selfJS(a *interp.Actor) goja.Value {
 	if rt.lastSelf == a {
 		return rt.lastSelfJS
 	}
-	o := rt.vm.NewDynamicObject(&selfObj{rt: rt, actor: a})
+	o := rt.actorRef(a)
 	rt.lastSelf, rt.lastSelfJS = a, o
 	return o
+}
+
+// actorRef is an actor as code gets it (self, a child, system.get's).
+func (rt *jsRuntime) actorRef(a *interp.Actor) *goja.Object {
+	return rt.vm.NewDynamicObject(&selfObj{rt: rt, actor: a})
 }
 
 // selfObj is the self of calls, {id, send}: a dynamic object, which costs
@@ -1259,7 +1264,7 @@ func (rt *jsRuntime) snapshotJS(a *interp.Actor) goja.Value {
 		children := rt.vm.NewObject()
 		for _, id := range s.Children() {
 			if c := s.Child(id); c != nil {
-				_ = children.Set(id, rt.vm.NewDynamicObject(&selfObj{rt: rt, actor: c}))
+				_ = children.Set(id, rt.actorRef(c))
 			}
 		}
 		_ = o.Set("children", children)
