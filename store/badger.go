@@ -142,11 +142,15 @@ func (b *Badger) Stats() (saves, commits uint64) { return b.nSaves.Load(), b.nCo
 // others in one batch.
 type saveReq struct {
 	k       Key
-	rec     Record
 	version uint64
-	del     bool
-	done    chan error    // its outcome
-	lead    chan struct{} // told to lead the next batch
+	// val is the encoded record, audit its encoded audit entry (nil for
+	// none): both are encoded by the saver, before it queues. bad is why
+	// the record could not be encoded, reported unless the save conflicts.
+	val, audit []byte
+	bad        error
+	del        bool
+	done       chan error    // its outcome
+	lead       chan struct{} // told to lead the next batch
 }
 
 // maxVersions bounds the versions cached (the cache starts over when full).
@@ -243,10 +247,10 @@ func (b *Badger) writeBatch(batch []*saveReq) {
 		if r.del {
 			results[i] = b.drop(r.k)
 		} else {
-			results[i] = b.put(r.k, r.rec, r.version)
+			results[i] = b.put(r)
 		}
-		if results[i] != nil && !errors.Is(results[i], ErrConflict) {
-			err = results[i] // a store error: the batch fails
+		if e := results[i]; e != nil && e != r.bad && !errors.Is(e, ErrConflict) {
+			err = e // a store error (not the save's own): the batch fails
 			break
 		}
 	}
@@ -534,12 +538,20 @@ func (b *Badger) overlaid(key []byte) (ovEntry, bool) {
 // Save stores a record if the instance is still at version. Concurrent
 // saves are written together, in one batch and one fsync; the save
 // returns once its batch is on the disk (in the operating system's
-// cache with NoSync).
+// cache with NoSync). The record is encoded before it joins the queue, so
+// that encoding overlaps the batch being written.
 func (b *Badger) Save(ctx context.Context, k Key, rec Record, version uint64) (uint64, error) {
 	if rec.Updated.IsZero() {
 		rec.Updated = time.Now()
 	}
-	if err := b.enqueue(&saveReq{k: k, rec: rec, version: version}); err != nil {
+	r := &saveReq{k: k, version: version}
+	r.val, r.bad = encode(rec, version+1)
+	if rec.Audit != nil && r.bad == nil {
+		entry := *rec.Audit
+		entry.Version = version + 1
+		r.audit, r.bad = json.Marshal(entry)
+	}
+	if err := b.enqueue(r); err != nil {
 		return 0, err
 	}
 	return version + 1, nil
@@ -607,9 +619,10 @@ func (b *Badger) version(k Key) (uint64, error) {
 }
 
 // put adds one save's writes to the batch: the record (if the instance is
-// still at version) and its audit entry, dropping the entry that falls out
-// of the retention.
-func (b *Badger) put(k Key, rec Record, version uint64) error {
+// still at its version) and its audit entry, dropping the entry that falls
+// out of the retention.
+func (b *Badger) put(r *saveReq) error {
+	k, version := r.k, r.version
 	cur, err := b.version(k)
 	if err != nil {
 		return err
@@ -617,22 +630,15 @@ func (b *Badger) put(k Key, rec Record, version uint64) error {
 	if cur != version {
 		return ErrConflict
 	}
-	val, err := encode(rec, version+1)
-	if err != nil {
-		return err
+	if r.bad != nil {
+		return r.bad
 	}
-	b.ops = append(b.ops, walOp{key: keyOf(k), val: val})
+	b.ops = append(b.ops, walOp{key: keyOf(k), val: r.val})
 	b.pending[k] = version + 1
-	if rec.Audit == nil {
+	if r.audit == nil {
 		return nil
 	}
-	entry := *rec.Audit
-	entry.Version = version + 1
-	data, err := json.Marshal(entry)
-	if err != nil {
-		return err
-	}
-	b.ops = append(b.ops, walOp{key: auditKey(k, version+1), val: data})
+	b.ops = append(b.ops, walOp{key: auditKey(k, version+1), val: r.audit})
 	if version+1 > b.retention {
 		b.ops = append(b.ops, walOp{del: true, key: auditKey(k, version+1-b.retention)})
 	}

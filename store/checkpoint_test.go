@@ -297,3 +297,70 @@ func TestTrailAfterDeleteAcrossCheckpoints(t *testing.T) {
 		t.Fatalf("last two: %+v %v", last, err)
 	}
 }
+
+// TestBadRecordFailsOnlyItsSave puts a save whose snapshot is not JSON in
+// one batch with good ones: it alone fails.
+func TestBadRecordFailsOnlyItsSave(t *testing.T) {
+	b, err := OpenBadger(t.TempDir(), BadgerOptions{GCInterval: -1, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	// The first batch waits in its sync until the others are queued, so
+	// that they make the next batch together.
+	release := make(chan struct{})
+	first := true
+	for _, w := range b.logs {
+		w.fdatasync = func(*os.File) error {
+			if first {
+				first = false
+				<-release
+			}
+			return nil
+		}
+	}
+	ctx := context.Background()
+	save := func(h, snap string) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := b.Save(ctx, Key{"m", h}, Record{Snapshot: []byte(snap)}, 0)
+			done <- err
+		}()
+		return done
+	}
+	queued := func() int {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.queue)
+	}
+	lead := save("lead", `{}`)
+	for queued() != 0 || !leading(b) {
+		runtime.Gosched()
+	}
+	good1, bad, good2 := save("good1", `{"a":1}`), save("bad", `{"a":`), save("good2", `{"b":2}`)
+	for queued() != 3 {
+		runtime.Gosched()
+	}
+	close(release)
+	for name, c := range map[string]<-chan error{"lead": lead, "good1": good1, "good2": good2} {
+		if err := <-c; err != nil {
+			t.Errorf("save %s: %v", name, err)
+		}
+	}
+	if err := <-bad; err == nil || !strings.Contains(err.Error(), "not valid JSON") {
+		t.Errorf("bad save: %v, want an invalid-JSON error", err)
+	}
+	if _, _, err := b.Load(ctx, Key{"m", "bad"}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("bad record stored: %v", err)
+	}
+	if rec, _, err := b.Load(ctx, Key{"m", "good2"}); err != nil || string(rec.Snapshot) != `{"b":2}` {
+		t.Errorf("good2: %s %v", rec.Snapshot, err)
+	}
+}
+
+// leading reports whether a saver is writing a batch.
+func leading(b *Badger) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.leading
+}
