@@ -91,8 +91,9 @@ type Badger struct {
 	// written to Badger; drained is signalled after each checkpoint.
 	checkpoints chan int
 	drained     chan struct{}
-	// beforeCheckpoint, when set (by tests), runs before each checkpoint.
-	beforeCheckpoint func()
+	// beforeCheckpoint, when set (by tests), runs before each checkpoint;
+	// waitCheckpoint when a full log waits for the checkpoint under way.
+	beforeCheckpoint, waitCheckpoint func()
 
 	// versions caches the stored version of recently saved instances
 	// (this process is the only writer of its folder), so that a save
@@ -333,6 +334,9 @@ func (b *Badger) startCheckpoint() bool {
 // under way, if any, to end first.
 func (b *Badger) rotate() error {
 	for !b.startCheckpoint() {
+		if b.waitCheckpoint != nil {
+			b.waitCheckpoint()
+		}
 		select {
 		case <-b.drained:
 		case <-b.stop:

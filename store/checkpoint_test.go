@@ -364,3 +364,70 @@ func leading(b *Badger) bool {
 	defer b.mu.Unlock()
 	return b.leading
 }
+
+// TestFullLogWaitsForCheckpoint fills the second log while the first one's
+// checkpoint is held back: the save that does not fit waits for the
+// checkpoint, then goes on, and no save is lost.
+func TestFullLogWaitsForCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	b, err := OpenBadger(dir, BadgerOptions{GCInterval: -1, NoSync: true, CheckpointBytes: 4 << 10, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, release, waiting := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var once, waitOnce sync.Once
+	b.beforeCheckpoint = func() {
+		once.Do(func() {
+			close(started)
+			<-release
+		})
+	}
+	b.waitCheckpoint = func() { waitOnce.Do(func() { close(waiting) }) }
+	// Records of 1 MiB: the log (16 MiB) is full after about 16 of them.
+	pad := strings.Repeat("x", 1<<20)
+	snap := func(i int) string { return `{"i":` + strconv.Itoa(i) + `,"pad":"` + pad + `"}` }
+	const n = 40
+	saved := make(chan error, 1)
+	go func() {
+		for i := range n {
+			if _, err := b.Save(context.Background(), Key{"m", strconv.Itoa(i)}, Record{Snapshot: []byte(snap(i))}, 0); err != nil {
+				saved <- fmt.Errorf("save %d: %w", i, err)
+				return
+			}
+		}
+		saved <- nil
+	}()
+	select {
+	case <-started:
+	case err := <-saved:
+		t.Fatalf("the saves ended before the first checkpoint began: %v", err)
+	}
+	select {
+	case <-waiting:
+	case err := <-saved:
+		t.Fatalf("the saves ended while the first checkpoint was held: %v", err)
+	}
+	close(release)
+	if err := <-saved; err != nil {
+		t.Fatal(err)
+	}
+	check := func(s *Badger) {
+		t.Helper()
+		for i := range n {
+			rec, v, err := s.Load(context.Background(), Key{"m", strconv.Itoa(i)})
+			if err != nil || v != 1 || string(rec.Snapshot) != snap(i) {
+				t.Fatalf("record %d: %d bytes at %d, %v", i, len(rec.Snapshot), v, err)
+			}
+		}
+	}
+	check(b)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenBadger(dir, BadgerOptions{GCInterval: -1, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	check(r)
+}
