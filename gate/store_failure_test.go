@@ -1,0 +1,109 @@
+package gate_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"stategate/store"
+)
+
+// flakyStore is a store whose next save can be made to fail, or be
+// preceded by another writer's.
+type flakyStore struct {
+	store.Store
+	mu     sync.Mutex
+	fail   error                      // the next save fails with it
+	before func(store.Key, uint64)    // runs before the next save
+	last   map[store.Key]store.Record // the records saved, by instance
+}
+
+func (f *flakyStore) Save(ctx context.Context, k store.Key, rec store.Record, version uint64) (uint64, error) {
+	f.mu.Lock()
+	fail, before := f.fail, f.before
+	f.fail, f.before = nil, nil
+	f.mu.Unlock()
+	if before != nil {
+		before(k, version)
+	}
+	if fail != nil {
+		return 0, fail
+	}
+	v, err := f.Store.Save(ctx, k, rec, version)
+	if err == nil {
+		f.mu.Lock()
+		f.last[k] = rec
+		f.mu.Unlock()
+	}
+	return v, err
+}
+
+const door = `{"id":"door","initial":"closed","states":{
+  "closed":{"on":{"OPEN":"open"}},
+  "open":{"on":{"CLOSE":"closed"}}}}`
+
+func serveFlaky(t *testing.T) (*mcpClient, *flakyStore) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "door.json"), []byte(door), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := &flakyStore{Store: store.NewMemory(), last: map[store.Key]store.Record{}}
+	return connect(t, serveStore(t, dir, st)), st
+}
+
+// TestFailedSaveKeepsTheState makes a call's save fail: the call is an
+// error, the instance keeps its state, and the next call works.
+func TestFailedSaveKeepsTheState(t *testing.T) {
+	c, st := serveFlaky(t)
+	st.fail = errors.New("disk gone")
+	text, _, isErr := c.call("door_open", nil)
+	if !isErr || !strings.Contains(text, "cannot store") || !strings.Contains(text, "disk gone") {
+		t.Fatalf("open with a failing store: %v %q", isErr, text)
+	}
+	if _, sc, _ := c.call("door_status", nil); sc["state"] != "closed" {
+		t.Fatalf("after the failed save: %v", sc)
+	}
+	if _, ok := c.tools()["door_open"]; !ok {
+		t.Fatalf("door_open not listed after the failed save: %v", names(c.tools()))
+	}
+	if _, sc, isErr := c.call("door_open", nil); isErr || sc["state"] != "open" {
+		t.Fatalf("open again: %v %v", isErr, sc)
+	}
+}
+
+// TestConflictingWriteIsNotOverwritten has another writer store the
+// instance between a call's load and its save: the call is decided again
+// on what the other writer stored, rather than overwriting it.
+func TestConflictingWriteIsNotOverwritten(t *testing.T) {
+	c, st := serveFlaky(t)
+	c.call("door_open", nil)
+	c.call("door_close", nil)
+	var closed store.Record
+	for _, rec := range st.last {
+		closed = rec // the instance's record as the door was closed
+	}
+	c.call("door_open", nil) // version 3
+	st.before = func(k store.Key, v uint64) {
+		// The other writer closes the door.
+		if _, err := st.Store.Save(context.Background(), k, closed, v); err != nil {
+			t.Errorf("the other writer's save: %v", err)
+		}
+	}
+	text, sc, isErr := c.call("door_close", nil)
+	if !isErr || !strings.HasPrefix(text, "FORBIDDEN") || sc["state"] != "closed" {
+		t.Fatalf("close of a door another writer closed: %v %q %v", isErr, text, sc)
+	}
+	for k := range st.last {
+		if _, v, err := st.Store.Load(context.Background(), k); err != nil || v != 4 {
+			t.Fatalf("stored version %d, %v; want 4 (the other writer's)", v, err)
+		}
+	}
+	if _, sc, isErr := c.call("door_open", nil); isErr || sc["state"] != "open" {
+		t.Fatalf("open after the conflict: %v %v", isErr, sc)
+	}
+}
