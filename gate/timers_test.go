@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,5 +137,73 @@ func TestHTTPRestartKeepsState(t *testing.T) {
 	_, sc, _ := c2.call("order_status", map[string]any{"order_id": "A1"})
 	if sc["state"] != "closed" || sc["context"].(map[string]any)["items"] != 2.0 {
 		t.Fatalf("after a restart: %v", sc)
+	}
+}
+
+// logSignal is a slog handler that passes the timers' messages on to a
+// channel.
+type logSignal chan string
+
+func (s logSignal) Enabled(context.Context, slog.Level) bool { return true }
+func (s logSignal) Handle(_ context.Context, r slog.Record) error {
+	if !strings.HasPrefix(r.Message, "timer") {
+		return nil
+	}
+	select {
+	case s <- r.Message:
+	default: // nobody waits for more
+	}
+	return nil
+}
+func (s logSignal) WithAttrs([]slog.Attr) slog.Handler { return s }
+func (s logSignal) WithGroup(string) slog.Handler      { return s }
+
+// TestTimerWhoseStepFails fires a delayed transition whose action throws:
+// the instance keeps its state, and the timer is gone rather than fired
+// again and again.
+func TestTimerWhoseStepFails(t *testing.T) {
+	dir := t.TempDir()
+	src := `import { createMachine } from 'xstate';
+export default createMachine({ id: 'fuse', initial: 'idle', states: {
+  idle: { on: { ARM: 'armed' } },
+  armed: { after: { 50: { target: 'blown', actions: () => { throw new Error('short circuit'); } } },
+           on: { DISARM: 'idle' } },
+  blown: {} } });`
+	if err := os.WriteFile(filepath.Join(dir, "fuse.mjs"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logs := make(logSignal, 16)
+	g := gate.New(gate.Options{Store: store.NewMemory(), Logger: slog.New(logs)})
+	lib := gate.NewLibrary(g, &xstate.Loader{}, dir, "")
+	if err := lib.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { g.RunTimers(ctx); close(done) }()
+	srv := httptest.NewServer(g.HTTPHandler())
+	t.Cleanup(func() { srv.Close(); cancel(); <-done })
+	c := connect(t, srv.URL+"/mcp")
+	if _, sc, _ := c.call("fuse_arm", nil); sc["state"] != "armed" {
+		t.Fatalf("arm: %v", sc)
+	}
+	failed := false
+	for msg := range logs {
+		if strings.HasPrefix(msg, "timer: the machine failed") {
+			failed = true
+		}
+		if msg == "timer fired" {
+			break
+		}
+	}
+	if !failed {
+		t.Fatal("the timer fired without its step failing")
+	}
+	_, sc, _ := c.call("fuse_status", nil)
+	if sc["state"] != "armed" || sc["status"] != "active" || sc["timers"] != nil {
+		t.Fatalf("after the failed timer: %v", sc)
+	}
+	if _, sc, isErr := c.call("fuse_disarm", nil); isErr || sc["state"] != "idle" {
+		t.Fatalf("disarm: %v %v", isErr, sc)
 	}
 }
