@@ -186,8 +186,9 @@ type initResult struct {
 
 // Transition computes the snapshot after an event, as XState's
 // machine.transition: custom actions run during the step; timers, emitted
-// events and messages are returned as effects. An error (a guard or action
-// that failed) leaves the snapshot unchanged for the caller to keep.
+// events and messages are returned as effects. On an error (a guard or
+// action that failed) the snapshot returned is nil: s is not changed, and
+// the caller keeps it (an actor goes to status error instead).
 func (m *Machine) Transition(s *Snapshot, ev Event) (*Snapshot, []Effect, error) {
 	st := &stepper{m: m, running: true}
 	if m.Impl.Host != nil {

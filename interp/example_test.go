@@ -72,3 +72,29 @@ func ExampleMachine_Restore() {
 	// {"status":"active","value":"yellow","context":{},"historyValue":{},"children":{}}
 	// red
 }
+
+// Machine.Transition is the pure form of a step, as XState's
+// machine.transition: it returns the next snapshot and what the step asks
+// for (here the timer the red light starts) without running an actor.
+func ExampleMachine_Transition() {
+	m, _, _ := xstate.ParseJSON("light.json", []byte(trafficLight))
+	s, _, _ := m.Initial(nil)
+	for range 2 {
+		var effects []interp.Effect
+		s, effects, _ = m.Transition(s, interp.Event{Type: "TIMER"})
+		fmt.Println(s.Value())
+		for _, e := range effects {
+			if e.Kind == interp.EffectSchedule {
+				fmt.Printf("in %v ms: %s\n", e.Delay, e.Event.Type)
+			}
+		}
+	}
+	// An event the state does not take leaves it as it is.
+	s, _, _ = m.Transition(s, interp.Event{Type: "NOPE"})
+	fmt.Println(s.Value())
+	// Output:
+	// yellow
+	// red
+	// in 5000 ms: xstate.after.5000.light.red
+	// red
+}

@@ -273,3 +273,40 @@ export default createMachine({
 		})
 	}
 }
+
+// TestTransitionRunsJSCode steps a JavaScript machine with the pure
+// Machine.Transition: its code runs in a runtime lent for the step, the
+// snapshot given is not changed, and an error leaves the state as it was.
+func TestTransitionRunsJSCode(t *testing.T) {
+	m, _, err := (&Loader{}).LoadModule(jsFile("counter.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s0, _, err := m.Initial(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1, _, err := m.Transition(s0, interp.Event{Type: "INC", Data: map[string]any{"by": 5.0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, _, err := m.Transition(s1, interp.Event{Type: "INC"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		s    *interp.Snapshot
+		want float64
+	}{{s0, 0}, {s1, 5}, {s2, 6}} {
+		if n := c.s.Context.(map[string]any)["n"]; n != c.want {
+			t.Errorf("n = %v, want %v", n, c.want)
+		}
+	}
+	s3, _, err := m.Transition(s2, interp.Event{Type: "FAIL"})
+	if err == nil || !strings.Contains(err.Error(), "counter broke") || s3 != nil {
+		t.Fatalf("FAIL: %v, %v; want the action's error and no snapshot", s3, err)
+	}
+	if s2.Context.(map[string]any)["n"] != 6.0 || s2.Status != interp.StatusActive {
+		t.Errorf("the snapshot before the error: %v %v", s2.Status, s2.Context)
+	}
+}
