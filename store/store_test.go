@@ -170,3 +170,50 @@ func TestBadgerAuditRetention(t *testing.T) {
 		t.Fatalf("kept %+v %v", all, err)
 	}
 }
+
+func TestDeleteAndList(t *testing.T) { stores(t, testDeleteAndList) }
+
+// testDeleteAndList deletes one of two instances: its record and trail
+// go, the other stays, and the deleted one starts again at version 1 with
+// a trail of its own.
+func testDeleteAndList(t *testing.T, s Store) {
+	ctx := context.Background()
+	gone, kept := Key{"invoice", "gone"}, Key{"invoice", "kept"}
+	for _, k := range []Key{gone, kept} {
+		var v uint64
+		for i := range 3 {
+			var err error
+			if v, err = s.Save(ctx, k, Record{Snapshot: []byte(`{}`), Audit: &AuditEntry{Tool: "t" + strconv.Itoa(i)}}, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if keys, err := s.List(ctx); err != nil || len(keys) != 2 {
+		t.Fatalf("list: %v %v", keys, err)
+	}
+	if err := s.Delete(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, Key{"invoice", "never"}); err != nil {
+		t.Fatalf("delete of an instance never stored: %v", err)
+	}
+	if _, _, err := s.Load(ctx, gone); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("load after delete: %v", err)
+	}
+	if trail, err := s.Audit(ctx, gone, 0); err != nil || len(trail) != 0 {
+		t.Fatalf("trail after delete: %v %v", trail, err)
+	}
+	if keys, err := s.List(ctx); err != nil || len(keys) != 1 || keys[0] != kept {
+		t.Fatalf("list after delete: %v %v", keys, err)
+	}
+	if trail, err := s.Audit(ctx, kept, 0); err != nil || len(trail) != 3 {
+		t.Fatalf("the other trail: %v %v", trail, err)
+	}
+	v, err := s.Save(ctx, gone, Record{Snapshot: []byte(`{"again":true}`), Audit: &AuditEntry{Tool: "again"}}, 0)
+	if err != nil || v != 1 {
+		t.Fatalf("save after delete: %v %v", v, err)
+	}
+	if trail, err := s.Audit(ctx, gone, 0); err != nil || len(trail) != 1 || trail[0].Tool != "again" || trail[0].Version != 1 {
+		t.Fatalf("trail after starting again: %+v %v", trail, err)
+	}
+}
