@@ -24,7 +24,12 @@ const kettle = `{"id":"kettle","initial":"cold","states":{
 // serveStore serves a folder on a given store, with its timers running.
 func serveStore(t *testing.T, dir string, st store.Store) (url string) {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	return serveLogged(t, dir, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+// serveLogged is serveStore with the server's logs going to log.
+func serveLogged(t *testing.T, dir string, st store.Store, log *slog.Logger) (url string) {
+	t.Helper()
 	g := gate.New(gate.Options{Store: st, Logger: log})
 	lib := gate.NewLibrary(g, &xstate.Loader{}, dir, "")
 	if err := lib.Reload(); err != nil {
@@ -173,17 +178,7 @@ export default createMachine({ id: 'fuse', initial: 'idle', states: {
 		t.Fatal(err)
 	}
 	logs := make(logSignal, 16)
-	g := gate.New(gate.Options{Store: store.NewMemory(), Logger: slog.New(logs)})
-	lib := gate.NewLibrary(g, &xstate.Loader{}, dir, "")
-	if err := lib.Reload(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { g.RunTimers(ctx); close(done) }()
-	srv := httptest.NewServer(g.HTTPHandler())
-	t.Cleanup(func() { srv.Close(); cancel(); <-done })
-	c := connect(t, srv.URL+"/mcp")
+	c := connect(t, serveLogged(t, dir, store.NewMemory(), slog.New(logs)))
 	if _, sc, _ := c.call("fuse_arm", nil); sc["state"] != "armed" {
 		t.Fatalf("arm: %v", sc)
 	}
