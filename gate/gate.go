@@ -711,9 +711,21 @@ func (g *Gate) save(ctx context.Context, in *instance, snap *interp.Snapshot, ti
 func (g *Gate) fresh(m *Machine) (*interp.Snapshot, []store.Timer) {
 	a := interp.NewActor(m.M, interp.ActorOptions{ID: m.ID, Clock: newWallClock()})
 	a.Start()
-	snap, timers := a.Snapshot(), storedTimers(a.PendingTimers())
+	snap, timers := detached(a), storedTimers(a.PendingTimers())
 	a.Stop()
 	return snap, timers
+}
+
+// detached is an actor's snapshot before it stops, with its children as
+// they are persisted rather than actors that stop with it: the next call
+// makes them again from it (a child machine resumes, a callback actor
+// starts again).
+func detached(a *interp.Actor) *interp.Snapshot {
+	s := a.Snapshot()
+	if d, err := s.Detach(); err == nil {
+		return d
+	}
+	return s // a child that cannot be persisted: saving it fails alike
 }
 
 // stepResult is what an event did to an instance.
@@ -741,7 +753,7 @@ func (g *Gate) step(in *instance, ev interp.Event, skipTimer string) stepOutcome
 	})
 	a.Start()
 	a.Send(ev)
-	out.snap, out.timers = a.Snapshot(), storedTimers(a.PendingTimers())
+	out.snap, out.timers = detached(a), storedTimers(a.PendingTimers())
 	a.Stop()
 	return out
 }

@@ -12,6 +12,7 @@ type Actor struct {
 
 	m       *Machine   // a machine actor's machine
 	logic   ActorLogic // a child's logic when it is not a machine
+	src     string     // a child's logic's name ("" for inline logic)
 	snap    *Snapshot
 	clock   Clock
 	opts    ActorOptions
@@ -130,6 +131,7 @@ func NewActor(m *Machine, opts ActorOptions) *Actor {
 func (a *Actor) init() {
 	if a.opts.Snapshot != nil {
 		a.snap = a.opts.Snapshot
+		a.adoptRestored()
 		for _, t := range a.opts.Timers {
 			a.schedule(t.ID, t.Event, nil, t.Due-a.clock.Now())
 		}
@@ -249,6 +251,9 @@ func (a *Actor) Start() {
 	if a.m == nil {
 		a.startLogic()
 		return
+	}
+	if a.opts.Snapshot != nil && a.snap.Status == StatusActive {
+		a.startRestored()
 	}
 	effects := a.pending
 	a.pending = nil

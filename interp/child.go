@@ -43,8 +43,10 @@ func (*TransitionLogic) logicKind() string { return "transition" }
 
 // SpawnAction starts a child actor (XState's spawnChild, and invoke).
 type SpawnAction struct {
-	Src          string     // a named actor of the implementations
-	Logic        ActorLogic // or the logic itself
+	// Src names a named actor of the implementations, or the inline Logic
+	// of an invoke (as XState names it: xstate.invoke.INDEX.NODE_ID).
+	Src          string
+	Logic        ActorLogic // the logic itself, for inline logic
 	ID           *Expr      // the child's id; nil: generated
 	Input        *Expr
 	SystemID     string
@@ -131,7 +133,8 @@ func (st *stepper) Spawn(src any, o SpawnOptions) (*Actor, error) {
 	if id == "" {
 		id = st.newID()
 	}
-	c, err := st.makeChild(logic, id, o.Input, o.SyncSnapshot, o.SystemID)
+	name, _ := src.(string) // inline logic has none: it is not persisted
+	c, err := st.makeChild(logic, name, id, o.Input, o.SyncSnapshot, o.SystemID)
 	if err == nil {
 		st.spawned = append(st.spawned, c)
 	}
@@ -154,8 +157,9 @@ func (st *stepper) adopt(s *Snapshot, id string, c *Actor) {
 }
 
 // makeChild makes a child actor of the step's actor, entered in the actor
-// system under systemID when there is one.
-func (st *stepper) makeChild(logic ActorLogic, id string, input any, sync bool, systemID string) (*Actor, error) {
+// system under systemID when there is one; src names its logic ("" for
+// inline logic).
+func (st *stepper) makeChild(logic ActorLogic, src, id string, input any, sync bool, systemID string) (*Actor, error) {
 	if _, isMachine := logic.(*MachineLogic); isMachine {
 		// A child machine's input goes into Go values (its init event),
 		// which Go code may read.
@@ -164,6 +168,7 @@ func (st *stepper) makeChild(logic ActorLogic, id string, input any, sync bool, 
 		}
 	}
 	c := newChild(st.actor, id, logic, input, sync)
+	c.src = src
 	if systemID != "" && st.actor != nil {
 		if err := c.register(systemID); err != nil {
 			return nil, err
@@ -198,7 +203,7 @@ func (st *stepper) resolveChildAction(s *Snapshot, ev Event, a Action, params an
 			if err != nil {
 				return nil, err
 			}
-			if child, err = st.makeChild(logic, id, input, a.SyncSnapshot, a.SystemID); err != nil {
+			if child, err = st.makeChild(logic, a.Src, id, input, a.SyncSnapshot, a.SystemID); err != nil {
 				return nil, err
 			}
 		}

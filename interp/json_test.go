@@ -41,7 +41,7 @@ func TestPersistedMarshalJSON(t *testing.T) {
 	type plain Persisted // no MarshalJSON method
 	v := Value{obj: true, Keys: []ValuePair{{Key: "b", Value: Value{Leaf: "x"}}, {Key: "a", Value: Value{Leaf: "<y>"}}}}
 	for _, p := range []*Persisted{
-		{Status: "active", Value: Value{Leaf: "draft"}, Context: map[string]any{"n": 1.0}, HistoryValue: map[string][]NodeRef{}, Children: map[string]any{}},
+		{Status: "active", Value: Value{Leaf: "draft"}, Context: map[string]any{"n": 1.0}, HistoryValue: map[string][]NodeRef{}, Children: map[string]PersistedChild{}},
 		{Status: "done", Value: v, Context: nil, HistoryValue: map[string][]NodeRef{"m.h": {{"m.a"}, {"m.b"}}, "m.g": nil}, Output: map[string]any{"ok": true}},
 		{Status: "error", Value: Value{Leaf: "s"}, Error: "boom"},
 	} {

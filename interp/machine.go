@@ -514,7 +514,13 @@ func (c *compiler) invoke(n *StateNode, i int, d *InvokeDef) {
 	add("xstate.error.actor."+id, d.OnError)
 	add("xstate.snapshot."+id, d.OnSnapshot)
 	inv.SyncSnapshot = len(d.OnSnapshot) > 0
-	inv.spawn = &SpawnAction{Src: d.Src, Logic: d.Logic, ID: Static(id), Input: d.Input, SystemID: d.SystemID, SyncSnapshot: inv.SyncSnapshot}
+	// Inline logic is named as XState names it, so that a persisted child
+	// finds its logic again (Machine.childLogic).
+	src := d.Src
+	if d.Logic != nil {
+		src = fmt.Sprintf("xstate.invoke.%d.%s", i, n.ID)
+	}
+	inv.spawn = &SpawnAction{Src: src, Logic: d.Logic, ID: Static(id), Input: d.Input, SystemID: d.SystemID, SyncSnapshot: inv.SyncSnapshot}
 	inv.stop = &StopAction{ID: Static(id)}
 	n.Invoke = append(n.Invoke, inv)
 }

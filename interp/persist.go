@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -25,9 +26,27 @@ type Persisted struct {
 	// each as {"id": ...} (XState stores the state nodes themselves and
 	// reads back their ids).
 	HistoryValue map[string][]NodeRef `json:"historyValue"`
-	Children     map[string]any       `json:"children"`
-	Output       any                  `json:"output,omitempty"`
-	Error        any                  `json:"error,omitempty"`
+	// Children are the child actors, invoked and spawned, by id.
+	Children map[string]PersistedChild `json:"children"`
+	Output   any                       `json:"output,omitempty"`
+	Error    any                       `json:"error,omitempty"`
+
+	// childErr is why a child's snapshot could not be written
+	// (MarshalJSON reports it).
+	childErr error
+}
+
+// PersistedChild is a child actor in a persisted snapshot, as XState
+// persists it: its own persisted snapshot, and the name of its logic, by
+// which Restore finds the logic again. A child whose logic was given
+// inline to spawnChild or spawn has no such name and is not persisted.
+type PersistedChild struct {
+	// Snapshot is a child machine's Persisted, or another actor's
+	// {status, input, output, error, context}, as JSON.
+	Snapshot     json.RawMessage `json:"snapshot"`
+	Src          string          `json:"src"`
+	SystemID     string          `json:"systemId,omitempty"`
+	SyncSnapshot bool            `json:"syncSnapshot"`
 }
 
 // NodeRef names a state node by id.
@@ -158,8 +177,9 @@ func (s *Snapshot) Persist() *Persisted {
 		Value:        s.OrderedValue(),
 		Context:      s.Context,
 		HistoryValue: map[string][]NodeRef{},
-		Children:     map[string]any{},
+		Children:     map[string]PersistedChild{},
 	}
+	p.childErr = s.persistChildren(p.Children)
 	for id, ids := range s.HistoryValue() {
 		refs := make([]NodeRef, len(ids))
 		for i, x := range ids {
@@ -223,9 +243,37 @@ func (p *Persisted) MarshalJSON() ([]byte, error) {
 		}
 		b = append(b, '}')
 	}
+	if p.childErr != nil {
+		return nil, p.childErr
+	}
 	b = append(b, `,"children":`...)
-	if b, err = AppendJSON(b, p.Children); err != nil {
-		return nil, err
+	if p.Children == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '{')
+		for i, id := range slices.Sorted(maps.Keys(p.Children)) {
+			c := p.Children[id]
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, id)
+			b = append(b, `:{"snapshot":`...)
+			if len(c.Snapshot) == 0 {
+				b = append(b, "null"...)
+			} else {
+				b = append(b, c.Snapshot...)
+			}
+			b = append(b, `,"src":`...)
+			b = appendJSONString(b, c.Src)
+			if c.SystemID != "" {
+				b = append(b, `,"systemId":`...)
+				b = appendJSONString(b, c.SystemID)
+			}
+			b = append(b, `,"syncSnapshot":`...)
+			b = strconv.AppendBool(b, c.SyncSnapshot)
+			b = append(b, '}')
+		}
+		b = append(b, '}')
 	}
 	if p.Output != nil {
 		b = append(b, `,"output":`...)
@@ -247,16 +295,8 @@ func (p *Persisted) MarshalJSON() ([]byte, error) {
 // value (with missing initial descendants filled in), and no action runs.
 // A value that names a state the machine lacks is an error.
 func (m *Machine) Restore(p *Persisted) (*Snapshot, error) {
-	status := StatusActive
-	switch p.Status {
-	case "", "active":
-	case "done":
-		status = StatusDone
-	case "error":
-		status = StatusError
-	case "stopped":
-		status = StatusStopped
-	default:
+	status, ok := parseStatus(p.Status)
+	if !ok {
 		return nil, fmt.Errorf("%w: unknown status %q", ErrRestore, p.Status)
 	}
 	var order []*StateNode
@@ -336,7 +376,26 @@ func (m *Machine) Restore(p *Persisted) (*Snapshot, error) {
 	case StatusError:
 		s.own().err = &ThrownError{Value: p.Error}
 	}
+	if len(p.Children) > 0 {
+		// Made into actors by the actor that starts from the snapshot.
+		s.own().persisted = maps.Clone(p.Children)
+	}
 	return s, nil
+}
+
+// parseStatus reads a persisted status ("" is active).
+func parseStatus(st string) (Status, bool) {
+	switch st {
+	case "", "active":
+		return StatusActive, true
+	case "done":
+		return StatusDone, true
+	case "error":
+		return StatusError, true
+	case "stopped":
+		return StatusStopped, true
+	}
+	return 0, false
 }
 
 // stateNodes is XState's getStateNodes: the nodes a state value names.

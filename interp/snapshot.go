@@ -46,6 +46,9 @@ type snapExtra struct {
 	history historyValue
 	// children are the running child actors by id (invoked and spawned).
 	children map[string]*Actor
+	// persisted are the children of a restored or detached snapshot, not
+	// actors yet: an actor started from the snapshot makes them.
+	persisted map[string]PersistedChild
 }
 
 var noExtra snapExtra

@@ -1,0 +1,36 @@
+// Records what the real XState does with a persisted snapshot, for
+// xstate/persist_test.go: node record.mjs CASE.persist.json > CASE.want.json
+// (run it in the oracle's folder, where xstate and esbuild are installed:
+// ../shared/conformance/oracle.sh installs them).
+// A case runs its `before` events, persists the snapshot, restores it in a
+// new actor, runs its `after` events, and prints the persisted snapshot
+// and the restored actor's value, context and children.
+import * as esbuild from 'esbuild';
+import { createActor } from 'xstate';
+import { readFileSync, writeFileSync, rmSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const caseFile = resolve(process.argv[2]);
+const c = JSON.parse(readFileSync(caseFile, 'utf8'));
+const out = await esbuild.build({
+  entryPoints: [resolve(dirname(caseFile), c.machine)], bundle: true, write: false,
+  format: 'esm', platform: 'node', external: ['xstate'], logLevel: 'silent',
+});
+const path = resolve(process.cwd(), `.persist-${process.pid}.mjs`);
+writeFileSync(path, out.outputFiles[0].text);
+let mod;
+try { mod = await import(pathToFileURL(path).href); } finally { rmSync(path, { force: true }); }
+const machine = mod.default ?? mod.machine;
+const settle = () => new Promise((r) => setTimeout(r, 0));
+const a = createActor(machine, { input: c.input });
+a.start();
+for (const e of c.before) { a.send(e); await settle(); }
+const persisted = JSON.parse(JSON.stringify(a.getPersistedSnapshot()));
+a.stop();
+const b = createActor(machine, { snapshot: persisted, input: c.input });
+b.start();
+await settle();
+for (const e of c.after) { b.send(e); await settle(); }
+const s = b.getSnapshot();
+console.log(JSON.stringify({ persisted, after: { value: s.value, context: s.context, status: s.status, children: Object.keys(s.children).sort() } }, null, 2));

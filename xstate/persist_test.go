@@ -1,0 +1,117 @@
+package xstate
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"stategate/interp"
+)
+
+// TestPersistedChildren runs the cases of testdata/persist: events, a
+// persisted snapshot, a restore in a new actor, more events. The persisted
+// snapshot and the restored actor's state must be what the real XState
+// gave (recorded by testdata/persist/record.mjs).
+func TestPersistedChildren(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("..", "testdata", "persist", "*.persist.json"))
+	if len(files) == 0 {
+		t.Fatal("no cases")
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".persist.json"), func(t *testing.T) {
+			var c struct {
+				Machine       string
+				Input         any
+				Before, After []map[string]any
+			}
+			var want struct {
+				Persisted any
+				After     struct {
+					Value, Context any
+					Status         string
+					Children       []string
+				}
+			}
+			readJSON(t, file, &c)
+			readJSON(t, strings.TrimSuffix(file, ".persist.json")+".want.json", &want)
+			m, _, err := (&Loader{}).LoadModule(filepath.Join(filepath.Dir(file), c.Machine))
+			if err != nil {
+				t.Fatal(err)
+			}
+			send := func(a *interp.Actor, evs []map[string]any) {
+				for _, e := range evs {
+					ev, _ := interp.EventFromObject(e)
+					a.Send(ev)
+				}
+			}
+			a := interp.NewActor(m, interp.ActorOptions{Input: c.Input})
+			a.Start()
+			send(a, c.Before)
+			data, err := json.Marshal(a.Snapshot())
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.Stop()
+			var got any
+			if err := json.Unmarshal(data, &got); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want.Persisted) {
+				w, _ := json.Marshal(want.Persisted)
+				t.Fatalf("persisted:\n got %s\nwant %s", data, w)
+			}
+			var p interp.Persisted
+			if err := json.Unmarshal(data, &p); err != nil {
+				t.Fatal(err)
+			}
+			s, err := m.Restore(&p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := interp.NewActor(m, interp.ActorOptions{Snapshot: s, Input: c.Input})
+			b.Start()
+			send(b, c.After)
+			after := b.Snapshot()
+			if v := plainJSON(t, after.Value()); !reflect.DeepEqual(v, want.After.Value) {
+				t.Errorf("value after the restore: %v, want %v", v, want.After.Value)
+			}
+			if v := plainJSON(t, after.Context); !reflect.DeepEqual(v, want.After.Context) {
+				t.Errorf("context after the restore: %v, want %v", v, want.After.Context)
+			}
+			if after.Status.String() != want.After.Status {
+				t.Errorf("status after the restore: %v, want %v", after.Status, want.After.Status)
+			}
+			if ids := after.Children(); !reflect.DeepEqual(ids, want.After.Children) && len(ids)+len(want.After.Children) > 0 {
+				t.Errorf("children after the restore: %v, want %v", ids, want.After.Children)
+			}
+		})
+	}
+}
+
+func readJSON(t *testing.T, file string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+}
+
+// plainJSON is v as encoding/json reads it back.
+func plainJSON(t *testing.T, v any) any {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out any
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
