@@ -148,7 +148,10 @@ func (m *Machine) initial(actor *Actor, input any, rt any) (*Snapshot, []Effect,
 			s.Context = m.context.Value
 		} else {
 			st.impure = true
-			v, err := m.context.Fn(Args{Context: s.Context, Event: ev, Input: input, Self: actor, Runtime: rt}, nil)
+			// The function gets spawn, as an assign's does: the actors it
+			// spawns are the initial snapshot's children.
+			st.spawned = st.spawned[:0]
+			v, err := m.context.Fn(Args{Context: s.Context, Event: ev, Input: input, Self: actor, Runtime: rt, Spawner: st}, nil)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -159,6 +162,10 @@ func (m *Machine) initial(actor *Actor, input any, rt any) (*Snapshot, []Effect,
 				ctx = map[string]any{}
 			}
 			s.Context = ctx
+			for _, c := range st.spawned {
+				st.adopt(s, c.ID, c)
+			}
+			st.spawned = nil
 		}
 	}
 	next, err := st.microstep(m.init.one, s, ev, true)
