@@ -543,6 +543,9 @@ func (rt *jsRuntime) toJS(v any) goja.Value {
 		if js := rt.cached(x); js != nil {
 			return js
 		}
+		if ref := rt.revive(x); ref != nil {
+			return ref
+		}
 		o := vm.NewObject()
 		var buf [16]string
 		keys := buf[:0]
@@ -584,9 +587,7 @@ func (rt *jsRuntime) toJS(v any) goja.Value {
 	case error:
 		return rt.newError(x.Error())
 	case *interp.Actor:
-		o := vm.NewObject()
-		_ = o.Set("id", x.ID)
-		return o
+		return rt.actorRef(x) // an actor ref kept in a context
 	case *jsLazy:
 		if x.rt == rt {
 			return x.v
@@ -1048,6 +1049,31 @@ func (rt *jsRuntime) actorRef(a *interp.Actor) *goja.Object {
 	return rt.vm.NewDynamicObject(&selfObj{rt: rt, actor: a})
 }
 
+// revive returns the actor ref an actor ref kept in a context stands for
+// ({xstate$$type: 1, id}, as contexts hold refs), when the actor of the
+// call in progress has a child with that id, as XState revives the refs
+// of a restored context; else nil.
+func (rt *jsRuntime) revive(m map[string]any) goja.Value {
+	if len(m) != 2 || rt.lastSelf == nil {
+		return nil
+	}
+	if t, _ := m["xstate$$type"].(float64); t != 1 {
+		return nil
+	}
+	id, ok := m["id"].(string)
+	if !ok {
+		return nil
+	}
+	s := rt.lastSelf.Snapshot()
+	if s == nil {
+		return nil
+	}
+	if c := s.Child(id); c != nil {
+		return rt.actorRef(c)
+	}
+	return nil
+}
+
 // selfObj is the self of calls, {id, send}: a dynamic object, which costs
 // less to make than an object with a function, made only if send is read.
 type selfObj struct {
@@ -1081,6 +1107,12 @@ func (s *selfObj) Get(key string) goja.Value {
 	case "getSnapshot":
 		rt, a := s.rt, s.actor
 		return rt.vm.ToValue(func(goja.FunctionCall) goja.Value { return rt.snapshotJS(a) })
+	case "_parent":
+		// XState's actor's parent, which some machines read.
+		if p := s.actor.Parent(); p != nil {
+			return s.rt.actorRef(p)
+		}
+		return goja.Undefined()
 	case "toJSON":
 		// As XState's actor refs: JSON shows {xstate$$type: 1, id}.
 		rt, id := s.rt, s.actor.ID
@@ -1275,7 +1307,13 @@ func (rt *jsRuntime) snapshotJS(a *interp.Actor) goja.Value {
 			return rt.vm.ToValue(s.HasTag(call.Argument(0).String()))
 		})
 	} else {
-		status = a.Status().String()
+		// A promise's output, a transition actor's context.
+		v := a.SnapshotValue()
+		status, output = v["status"], v["output"]
+		err, _ = v["error"].(error)
+		if c := v["context"]; c != nil {
+			_ = o.Set("context", rt.toJS(c))
+		}
 	}
 	_ = o.Set("status", status)
 	_ = o.Set("output", rt.toJS(output))
