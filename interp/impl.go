@@ -84,8 +84,8 @@ type Args struct {
 	// Runtime is what the machine's Host lent the step (a JavaScript
 	// runtime), nil for a machine with no Host.
 	Runtime any
-	// Spawner, given to an assign's function and a context function, starts children at run
-	// time (XState's spawn in assign).
+	// Spawner, given to an assign's function and to a context function,
+	// starts children at run time (XState's spawn).
 	Spawner Spawner
 }
 
