@@ -236,6 +236,16 @@ func (m *Machine) computeStep(c *config, t *Transition, history historyValue) *s
 	if t.entry != nil {
 		entered = t.entry.toEnter.clone()
 	} else {
+		// The targets' history is what the exits just recorded, as in
+		// XState (a transition may leave a state and restore it at once).
+		if len(r.records) > 0 {
+			h := make(historyValue, m.histories)
+			copy(h, history)
+			for _, rec := range r.records {
+				h[rec.h.hidx] = rec.nodes
+			}
+			history = h
+		}
 		e := entrySet{history: history, toEnter: newNodeSet(len(m.Nodes)), defaultEntry: newNodeSet(len(m.Nodes))}
 		e.compute(t.one)
 		entered = e.toEnter

@@ -1,0 +1,1 @@
+export const tag = (s: string) => `[${s}]` as const;
