@@ -133,7 +133,7 @@ func (a *Actor) init() {
 		a.snap = a.opts.Snapshot
 		a.adoptRestored()
 		for _, t := range a.opts.Timers {
-			a.schedule(t.ID, t.Event, nil, t.Due-a.clock.Now())
+			a.schedule(t.ID, t.Event, nil, "", t.Due-a.clock.Now())
 		}
 		return
 	}
@@ -358,7 +358,7 @@ func (a *Actor) effect(e Effect) error {
 	case EffectExec:
 		return e.exec()
 	case EffectSchedule:
-		a.schedule(e.ID, e.Event, e.To, e.Delay)
+		a.schedule(e.ID, e.Event, e.To, e.ToChild, e.Delay)
 	case EffectCancel:
 		for i := range a.timers {
 			if a.timers[i].id == e.ID {
@@ -380,8 +380,12 @@ func (a *Actor) effect(e Effect) error {
 			a.opts.OnLog(e.Label, e.Value)
 		}
 	case EffectSend:
-		if e.To != nil {
-			e.To.Send(e.Event)
+		to := e.To
+		if e.ToChild != "" {
+			to = a.snap.Child(e.ToChild)
+		}
+		if to != nil {
+			to.Send(e.Event)
 		}
 	case EffectStart:
 		e.To.Start()
@@ -461,14 +465,20 @@ type actorTimer struct {
 	self  bool // the event goes to the actor itself
 }
 
-// schedule sets a timer for a delayed event (to nil: the actor itself).
-func (a *Actor) schedule(id string, ev Event, to *Actor, delay float64) {
-	self := to == nil
+// schedule sets a timer for a delayed event (to nil: the actor itself;
+// child, when set, names the receiving child, found when the timer fires).
+func (a *Actor) schedule(id string, ev Event, to *Actor, child string, delay float64) {
+	self := to == nil && child == ""
 	if self {
 		to = a
 	}
 	tid := a.clock.SetTimeout(func() {
 		a.dropTimer(id)
+		if child != "" {
+			if to = a.snap.Child(child); to == nil {
+				return
+			}
+		}
 		to.Send(ev)
 	}, delay)
 	t := actorTimer{id: id, tid: tid, event: ev, due: a.clock.Now() + delay, self: self}

@@ -49,8 +49,13 @@ type Effect struct {
 	Label string  // a log label
 	// To is the receiving actor of EffectSend and EffectSchedule
 	// (nil: the actor itself), the child of EffectStart and EffectStop.
-	To   *Actor
-	exec func() error
+	To *Actor
+	// ToChild, when set, names the receiving child instead (To is nil),
+	// to be found when the event is sent: a child the step starts after
+	// it resolved the send (a sendTo in the entry actions of the state
+	// that invokes it).
+	ToChild string
+	exec    func() error
 	// data makes the data of an emitted LazyEvent.
 	data func() map[string]any
 }
@@ -115,6 +120,10 @@ type stepper struct {
 	// impure notes that user code ran (a function guard, action or
 	// expression, or a generated id): the step may not be replayed.
 	impure bool
+	// entering is the state whose entry actions are resolved: a sendTo in
+	// them may name a child its invokes are about to start (XState's
+	// deferredActorIds).
+	entering *StateNode
 }
 
 // Initial computes the initial snapshot for an input, as XState's
@@ -861,7 +870,11 @@ func (st *stepper) enter(s *Snapshot, ev Event, n *StateNode, set nodeSet, compl
 	}
 	var err error
 	if len(actions) > 0 {
-		if s, err = st.resolveActions(s, ev, actions); err != nil {
+		prev := st.entering
+		st.entering = n
+		s, err = st.resolveActions(s, ev, actions)
+		st.entering = prev
+		if err != nil {
 			return nil, err
 		}
 	}

@@ -248,6 +248,7 @@ func (st *stepper) resolveChildAction(s *Snapshot, ev Event, a Action, params an
 			return nil, err
 		}
 		var to *Actor
+		var child string // a child the state being entered invokes
 		var target any
 		if a.To != nil {
 			if target, err = st.eval(a.To, args, params); err != nil {
@@ -267,7 +268,9 @@ func (st *stepper) resolveChildAction(s *Snapshot, ev Event, a Action, params an
 					id = t[2:]
 				}
 				to = s.extra().children[id]
-				if to == nil {
+				if to == nil && id == t && st.invokes(id) {
+					child = id
+				} else if to == nil {
 					return nil, fmt.Errorf("Unable to send event to actor '%s' from machine '%s'.", t, s.Machine.ID)
 				}
 			}
@@ -278,10 +281,10 @@ func (st *stepper) resolveChildAction(s *Snapshot, ev Event, a Action, params an
 				to = st.parent()
 			}
 		}
-		if to == nil {
+		if to == nil && child == "" {
 			to = st.actor
 		}
-		eff := Effect{Kind: EffectSend, To: to, Event: e}
+		eff := Effect{Kind: EffectSend, To: to, Event: e, ToChild: child}
 		if ms, ok := toNumber(delay); ok {
 			id, err := st.id(a.ID, args, params)
 			if err != nil {
@@ -302,6 +305,21 @@ func (st *stepper) resolveChildAction(s *Snapshot, ev Event, a Action, params an
 		return nil, fmt.Errorf("unsupported action %T", a)
 	}
 	return s, nil
+}
+
+// invokes reports whether the state being entered invokes a child with
+// the id: a sendTo in its entry actions may name it, though it starts
+// after them (XState's deferredActorIds).
+func (st *stepper) invokes(id string) bool {
+	if st.entering == nil {
+		return false
+	}
+	for _, inv := range st.entering.Invoke {
+		if inv.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 func (st *stepper) parent() *Actor {
