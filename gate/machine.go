@@ -20,9 +20,12 @@ import (
 // Machine is a machine served as a workflow: its tools, built from the
 // events its states name.
 type Machine struct {
-	ID        string
-	File      string
-	Version   string // content hash of the file (and its implementations)
+	ID      string
+	File    string
+	Version string // content hash of its sources
+	// Sources are the files it was built from: the file, its
+	// implementations module, and the files they import.
+	Sources   []string
 	listing   string // hash of what its tools look like to clients
 	M         *interp.Machine
 	HandleKey string // the argument that picks the instance; "" for none
@@ -98,7 +101,8 @@ func LoadMachine(l *xstate.Loader, file, defaultHandleKey string) (*Machine, []x
 	if err != nil {
 		return nil, warns, &xstate.LoadError{File: file, Diags: []xstate.Diagnostic{{File: file, Msg: err.Error()}}}
 	}
-	gm.Version = fileVersion(file)
+	gm.Sources = xstate.Sources(file, m)
+	gm.Version = sourcesVersion(gm.Sources)
 	return gm, warns, nil
 }
 
@@ -114,19 +118,22 @@ func listingVersion(m *Machine) string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// fileVersion hashes a machine file and its implementations module.
-func fileVersion(file string) string {
+// sourcesVersion hashes the files a machine was built from: editing any
+// of them (a helper module it imports too) makes a new version.
+func sourcesVersion(files []string) string {
 	h := sha256.New()
-	for _, f := range []string{file, xstate.ImplementationsFile(file)} {
-		if f == "" {
-			continue
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			data = []byte("\x00missing\x00") // a file gone is a change
 		}
-		if data, err := os.ReadFile(f); err == nil {
-			h.Write(data)
-		}
+		h.Write(data)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
+
+// fileVersion hashes a file that is not a machine (a helper module).
+func fileVersion(file string) string { return sourcesVersion([]string{file}) }
 
 // toolMeta is a transition's meta.tool.
 type toolMeta struct {

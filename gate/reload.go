@@ -31,11 +31,14 @@ type Library struct {
 	mu     sync.Mutex
 	good   map[string]*Machine // by file
 	errors map[string]error    // by file
+	// helpers are the modules that export no machine (modules the
+	// machines import), by file, with their versions.
+	helpers map[string]string
 }
 
 // NewLibrary makes a library of a folder served by a gate.
 func NewLibrary(g *Gate, l *xstate.Loader, dir, handleKey string) *Library {
-	return &Library{dir: dir, loader: l, handleKey: handleKey, g: g, good: map[string]*Machine{}, errors: map[string]error{}}
+	return &Library{dir: dir, loader: l, handleKey: handleKey, g: g, good: map[string]*Machine{}, errors: map[string]error{}, helpers: map[string]string{}}
 }
 
 // Errors returns the files that fail to load now, with their errors (a
@@ -64,14 +67,29 @@ func (lib *Library) Reload() error {
 	present := map[string]bool{}
 	for _, f := range files {
 		present[f] = true
-		if m := lib.good[f]; m != nil && m.Version == fileVersion(f) {
+		if m := lib.good[f]; m != nil && m.Version == sourcesVersion(m.Sources) {
 			delete(lib.errors, f)
+			continue
+		}
+		if v, ok := lib.helpers[f]; ok && v == fileVersion(f) {
 			continue
 		}
 		m, warns, err := LoadMachine(lib.loader, f, lib.handleKey)
 		for _, w := range warns {
 			lib.g.log.Warn(w.String())
 		}
+		if errors.Is(err, xstate.ErrNoMachine) && lib.good[f] == nil {
+			// A helper module the machines import: not served. (A machine
+			// file that stops exporting its machine keeps its last good
+			// version, as for any other error.)
+			if _, known := lib.helpers[f]; !known {
+				lib.g.log.Info("not a machine (the module exports none): not served", "file", f)
+			}
+			lib.helpers[f] = fileVersion(f)
+			delete(lib.errors, f)
+			continue
+		}
+		delete(lib.helpers, f)
 		if err != nil {
 			if lib.errors[f] == nil || lib.errors[f].Error() != err.Error() {
 				lib.g.log.Error("machine file rejected; its last good version (if any) keeps serving", "file", f, "err", err)
@@ -94,6 +112,11 @@ func (lib *Library) Reload() error {
 	for f := range lib.errors {
 		if !present[f] {
 			delete(lib.errors, f)
+		}
+	}
+	for f := range lib.helpers {
+		if !present[f] {
+			delete(lib.helpers, f)
 		}
 	}
 	var ms []*Machine

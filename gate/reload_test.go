@@ -145,3 +145,29 @@ func TestReloadMigratesRemovedStates(t *testing.T) {
 		t.Fatalf("audit trail: %v", recent)
 	}
 }
+
+// TestHelperModuleReloadsItsMachine serves a machine that imports a helper
+// module from its folder: the helper, which exports no machine, is not
+// taken for a broken machine, and editing it reloads the machine.
+func TestHelperModuleReloadsItsMachine(t *testing.T) {
+	dir := t.TempDir()
+	helper := filepath.Join(dir, "names.ts")
+	atomicSave(t, helper, `export const EXTRA: string = 'KNOCK';`)
+	atomicSave(t, filepath.Join(dir, "door.ts"), `import { createMachine } from 'xstate';
+import { EXTRA } from './names';
+export default createMachine({ id: 'door', initial: 'shut', states: {
+  shut: { on: { OPEN: 'open', [EXTRA]: 'shut' } }, open: { on: { CLOSE: 'shut' } } } });`)
+	c := connect(t, serveDir(t, dir))
+	if _, ok := c.tools()["door_knock"]; !ok {
+		t.Fatalf("door_knock not listed: %v", names(c.tools()))
+	}
+	if _, sc, _ := c.call("door_status", nil); sc["fileError"] != nil {
+		t.Fatalf("a file error with a helper module beside the machine: %v", sc["fileError"])
+	}
+	atomicSave(t, helper, `export const EXTRA: string = 'RING';`)
+	c.awaitTools("door_ring", func(m map[string]mcp.Tool) bool {
+		_, ring := m["door_ring"]
+		_, knock := m["door_knock"]
+		return ring && !knock
+	})
+}

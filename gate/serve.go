@@ -31,6 +31,10 @@ func LoadDir(l *xstate.Loader, dir, handleKey string, log *slog.Logger) ([]*Mach
 		for _, w := range warns {
 			log.Warn(w.String())
 		}
+		if errors.Is(err, xstate.ErrNoMachine) {
+			log.Info("not a machine (the module exports none): not served", "file", f)
+			continue
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -3,6 +3,7 @@ package xstate
 import (
 	_ "embed"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -42,19 +43,24 @@ func bundle(file string) (code string, files []string, diags []Diagnostic) {
 			})
 		},
 	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", nil, []Diagnostic{{File: file, Msg: err.Error()}}
+	}
 	res := api.Build(api.BuildOptions{
-		EntryPoints: []string{file},
-		Bundle:      true,
-		Write:       false,
-		Format:      api.FormatIIFE,
-		GlobalName:  bundleGlobal,
-		Platform:    api.PlatformNeutral,
-		Target:      api.ES2017,
-		Charset:     api.CharsetUTF8,
-		LogLevel:    api.LogLevelSilent,
-		Metafile:    true,
-		Sourcemap:   api.SourceMapInline,
-		Plugins:     []api.Plugin{plugin},
+		AbsWorkingDir: wd,
+		EntryPoints:   []string{file},
+		Bundle:        true,
+		Write:         false,
+		Format:        api.FormatIIFE,
+		GlobalName:    bundleGlobal,
+		Platform:      api.PlatformNeutral,
+		Target:        api.ES2017,
+		Charset:       api.CharsetUTF8,
+		LogLevel:      api.LogLevelSilent,
+		Metafile:      true,
+		Sourcemap:     api.SourceMapInline,
+		Plugins:       []api.Plugin{plugin},
 	})
 	for _, m := range res.Errors {
 		d := Diagnostic{File: file, Msg: m.Text}
@@ -73,11 +79,12 @@ func bundle(file string) (code string, files []string, diags []Diagnostic) {
 	if len(res.OutputFiles) == 0 {
 		return "", nil, []Diagnostic{{File: file, Msg: "esbuild produced no output"}}
 	}
-	return string(res.OutputFiles[0].Contents), metaInputs(res.Metafile), nil
+	return string(res.OutputFiles[0].Contents), metaInputs(wd, res.Metafile), nil
 }
 
-// metaInputs lists the files of esbuild's metafile (not the shim).
-func metaInputs(meta string) []string {
+// metaInputs lists the files of esbuild's metafile (not the shim), as
+// absolute paths (the metafile's are relative to wd).
+func metaInputs(wd, meta string) []string {
 	var m struct {
 		Inputs map[string]any `json:"inputs"`
 	}
@@ -87,6 +94,9 @@ func metaInputs(meta string) []string {
 	var out []string
 	for in := range m.Inputs {
 		if !strings.Contains(in, ":") {
+			if !filepath.IsAbs(in) {
+				in = filepath.Join(wd, in)
+			}
 			out = append(out, in)
 		}
 	}

@@ -1,6 +1,7 @@
 package xstate
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -38,8 +39,13 @@ type CheckResult struct {
 	File   string
 	Diags  []Diagnostic // errors and warnings
 	Failed bool
-	States int
-	Events int
+	// Skipped is a module found in a folder that exports no machine: a
+	// helper that machines import, which a server does not serve.
+	Skipped bool
+	States  int
+	Events  int
+
+	noMachine bool // failed for ErrNoMachine
 }
 
 // Report is the result of checking files.
@@ -64,6 +70,8 @@ func (r *Report) Lines() []string {
 		}
 		if f.Failed {
 			out = append(out, fmt.Sprintf("%s: FAILED", f.File))
+		} else if f.Skipped {
+			out = append(out, fmt.Sprintf("%s: skipped (exports no machine: a helper module)", f.File))
 		} else {
 			out = append(out, fmt.Sprintf("%s: ok (%d states, %d events)", f.File, f.States, f.Events))
 		}
@@ -79,6 +87,7 @@ func Check(paths []string) (*Report, error) { return (&Loader{}).Check(paths) }
 // problem found, as a running server would when loading them.
 func (l *Loader) Check(paths []string) (*Report, error) {
 	var files []string
+	named := map[string]bool{} // files named themselves, not found in a folder
 	for _, p := range paths {
 		info, err := os.Stat(p)
 		if err != nil {
@@ -86,6 +95,7 @@ func (l *Loader) Check(paths []string) (*Report, error) {
 		}
 		if !info.IsDir() {
 			files = append(files, p)
+			named[p] = true
 			continue
 		}
 		var found []string
@@ -124,7 +134,12 @@ func (l *Loader) Check(paths []string) (*Report, error) {
 			continue
 		}
 		seen[f] = true
-		rep.Files = append(rep.Files, checkFile(l, f))
+		res := checkFile(l, f)
+		if res.Failed && !named[f] && res.noMachine {
+			// A helper module beside the machines, as a server skips it.
+			res = CheckResult{File: f, Skipped: true}
+		}
+		rep.Files = append(rep.Files, res)
 	}
 	return rep, nil
 }
@@ -161,6 +176,7 @@ func checkFile(l *Loader, file string) CheckResult {
 	res.Diags = append(res.Diags, warns...)
 	if err != nil {
 		res.Failed = true
+		res.noMachine = errors.Is(err, ErrNoMachine)
 		if le, ok := err.(*LoadError); ok {
 			res.Diags = append(res.Diags, le.Diags...)
 		} else {

@@ -45,6 +45,7 @@ func (d Diagnostic) String() string {
 type LoadError struct {
 	File  string
 	Diags []Diagnostic // errors only
+	Err   error        // the error behind them, when there is one
 }
 
 func (e *LoadError) Error() string {
@@ -55,8 +56,14 @@ func (e *LoadError) Error() string {
 	return strings.Join(lines, "\n")
 }
 
-// Unwrap lets errors.Is match ErrInvalid.
-func (e *LoadError) Unwrap() error { return ErrInvalid }
+// Unwrap lets errors.Is match ErrInvalid, and the error behind the
+// diagnostics (ErrNoMachine, say).
+func (e *LoadError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrInvalid, e.Err}
+	}
+	return []error{ErrInvalid}
+}
 
 // configReader turns a decoded XState config into an interp.MachineDef,
 // collecting every problem with the state it is in.

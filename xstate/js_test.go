@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -308,5 +309,40 @@ func TestTransitionRunsJSCode(t *testing.T) {
 	}
 	if s2.Context.(map[string]any)["n"] != 6.0 || s2.Status != interp.StatusActive {
 		t.Errorf("the snapshot before the error: %v %v", s2.Status, s2.Context)
+	}
+}
+
+// TestCheckSkipsHelperModules checks a folder holding a machine and the
+// helper module it imports: the helper is skipped, not failed, unless it
+// is named itself. The machine's sources include the helper.
+func TestCheckSkipsHelperModules(t *testing.T) {
+	dir := t.TempDir()
+	helper := filepath.Join(dir, "names.ts")
+	machine := filepath.Join(dir, "door.ts")
+	for f, src := range map[string]string{
+		helper:  `export const EXTRA = 'KNOCK';`,
+		machine: "import { createMachine } from 'xstate';\nimport { EXTRA } from './names';\nexport default createMachine({ id: 'door', initial: 'shut', states: { shut: { on: { [EXTRA]: 'shut' } } } });",
+	} {
+		if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := Check([]string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Failed() || len(rep.Files) != 2 || !rep.Files[1].Skipped || rep.Files[1].File != helper {
+		t.Fatalf("folder: %v", rep.Lines())
+	}
+	if rep, _ := Check([]string{helper}); !rep.Failed() || !strings.Contains(strings.Join(rep.Lines(), "\n"), "exports no machine") {
+		t.Fatalf("the helper named itself: %v", rep.Lines())
+	}
+	m, _, err := (&Loader{}).Load(machine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs := func(f string) string { a, _ := filepath.Abs(f); return a }
+	if got := Sources(machine, m); !slices.Equal(got, []string{abs(machine), abs(helper)}) {
+		t.Fatalf("sources %v", got)
 	}
 }

@@ -1,9 +1,13 @@
 package xstate
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -69,10 +73,12 @@ func (l *Loader) loadModule(file string, roots func(*goja.Runtime, *goja.Object)
 	if err != nil {
 		return nil, nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Msg: "cannot compile the bundled module: " + err.Error()}}}
 	}
-	mod := &jsModule{file: file, prog: prog, prelude: prelude, timeout: l.timeout(), roots: roots, plainObjects: locksObjects(files)}
+	mod := &jsModule{file: file, files: files, prog: prog, prelude: prelude, timeout: l.timeout(), roots: roots, plainObjects: locksObjects(files)}
 	rt, described, err := mod.newRuntime()
 	if err != nil {
-		return nil, nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Msg: err.Error()}}}
+		// The diagnostic names the file itself.
+		msg := strings.TrimPrefix(err.Error(), file+": ")
+		return nil, nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Msg: msg}}, Err: err}
 	}
 	mod.put(rt)
 	return mod, described, nil
@@ -123,7 +129,41 @@ func pickMachine(vm *goja.Runtime, exports *goja.Object) ([]goja.Value, error) {
 	if len(found) == 1 {
 		return found, nil
 	}
+	if len(found) == 0 {
+		return nil, fmt.Errorf("%w (a machine module exports one: as its default export, as `machine`, or as its only machine export)", ErrNoMachine)
+	}
 	return nil, fmt.Errorf("the module must export exactly one machine (as its default export, as `machine`, or as its only machine export); it exports %d", len(found))
+}
+
+// ErrNoMachine is wrapped by the error of a module that exports no
+// machine: a helper module that machines import, rather than a machine
+// with an error.
+var ErrNoMachine = errors.New("the module exports no machine")
+
+// Sources lists the files a machine loaded from file was built from: the
+// file, its implementations module, and the files they import.
+func Sources(file string, m *interp.Machine) []string {
+	out := []string{file}
+	if f := ImplementationsFile(file); f != "" {
+		out = append(out, f)
+	}
+	if mod, ok := m.Impl.Host.(*jsModule); ok {
+		out = append(out, mod.files...)
+	}
+	seen := map[string]bool{}
+	var uniq []string
+	for _, f := range out {
+		abs, err := filepath.Abs(f)
+		if err != nil {
+			abs = f
+		}
+		if !seen[abs] {
+			seen[abs] = true
+			uniq = append(uniq, abs)
+		}
+	}
+	sort.Strings(uniq)
+	return uniq
 }
 
 // pickImplementations finds the implementations a module exports: its

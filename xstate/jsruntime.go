@@ -33,6 +33,7 @@ const maxCallStack = 4096
 // of the machines it defines.
 type jsModule struct {
 	file    string
+	files   []string // the files bundled (absolute paths)
 	prog    *goja.Program
 	prelude *goja.Program
 	timeout time.Duration
