@@ -64,44 +64,73 @@ func (lib *Library) Reload() error {
 		return err
 	}
 	lib.mu.Lock()
+	// First load what changed, then decide: a file that another machine
+	// imports (a JSON config a module builds its machine from, a helper)
+	// is part of that machine, not one of its own.
+	type loaded struct {
+		m     *Machine
+		warns []xstate.Diagnostic
+		err   error
+		fresh bool // loaded now (not the last good version, unchanged)
+	}
+	results := make(map[string]loaded, len(files))
 	present := map[string]bool{}
 	for _, f := range files {
 		present[f] = true
 		if m := lib.good[f]; m != nil && m.Version == sourcesVersion(m.Sources) {
-			delete(lib.errors, f)
+			results[f] = loaded{m: m}
 			continue
 		}
 		if v, ok := lib.helpers[f]; ok && v == fileVersion(f) {
-			continue
+			continue // a module that exports no machine, unchanged
 		}
 		m, warns, err := LoadMachine(lib.loader, f, lib.handleKey)
-		for _, w := range warns {
-			lib.g.log.Warn(w.String())
+		results[f] = loaded{m: m, warns: warns, err: err, fresh: true}
+	}
+	var good []*Machine
+	for _, r := range results {
+		if r.m != nil {
+			good = append(good, r.m)
 		}
-		if errors.Is(err, xstate.ErrNoMachine) && lib.good[f] == nil {
-			// A helper module the machines import: not served. (A machine
-			// file that stops exporting its machine keeps its last good
-			// version, as for any other error.)
+	}
+	imported := importedBy(good)
+	for _, f := range files {
+		r, ok := results[f]
+		if !ok {
+			continue
+		}
+		noMachine := errors.Is(r.err, xstate.ErrNoMachine) && lib.good[f] == nil
+		if imported[absPath(f)] || noMachine {
+			// A helper module or a file another machine is built from: not
+			// served. (A machine file that stops exporting its machine
+			// keeps its last good version, as for any other error.)
 			if _, known := lib.helpers[f]; !known {
-				lib.g.log.Info("not a machine (the module exports none): not served", "file", f)
+				lib.g.log.Info("not served on its own: imported by a machine, or exports none", "file", f)
 			}
-			lib.helpers[f] = fileVersion(f)
+			lib.helpers[f] = ""
+			if noMachine && !imported[absPath(f)] {
+				lib.helpers[f] = fileVersion(f) // loaded again only once it changes
+			}
+			delete(lib.good, f)
 			delete(lib.errors, f)
 			continue
 		}
 		delete(lib.helpers, f)
-		if err != nil {
-			if lib.errors[f] == nil || lib.errors[f].Error() != err.Error() {
-				lib.g.log.Error("machine file rejected; its last good version (if any) keeps serving", "file", f, "err", err)
+		for _, w := range r.warns {
+			lib.g.log.Warn(w.String())
+		}
+		if r.err != nil {
+			if lib.errors[f] == nil || lib.errors[f].Error() != r.err.Error() {
+				lib.g.log.Error("machine file rejected; its last good version (if any) keeps serving", "file", f, "err", r.err)
 			}
-			lib.errors[f] = err
+			lib.errors[f] = r.err
 			continue
 		}
-		if old := lib.good[f]; old != nil {
-			lib.g.log.Info("machine reloaded", "machine", m.ID, "file", f, "version", m.Version)
+		if old := lib.good[f]; old != nil && r.fresh {
+			lib.g.log.Info("machine reloaded", "machine", r.m.ID, "file", f, "version", r.m.Version)
 		}
 		delete(lib.errors, f)
-		lib.good[f] = m
+		lib.good[f] = r.m
 	}
 	for f, m := range lib.good {
 		if !present[f] {
@@ -127,6 +156,28 @@ func (lib *Library) Reload() error {
 	sort.Slice(ms, func(i, j int) bool { return ms[i].File < ms[j].File })
 	lib.g.setErrors(lib.Errors())
 	return lib.g.SetMachines(ms)
+}
+
+// importedBy returns the files (absolute paths) that machines were built
+// from besides their own files.
+func importedBy(ms []*Machine) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range ms {
+		own := absPath(m.File)
+		for _, f := range m.Sources {
+			if f != own {
+				out[f] = true
+			}
+		}
+	}
+	return out
+}
+
+func absPath(f string) string {
+	if a, err := filepath.Abs(f); err == nil {
+		return a
+	}
+	return f
 }
 
 // Watch reloads the folder whenever something under it changes (atomic

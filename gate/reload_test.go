@@ -171,3 +171,25 @@ export default createMachine({ id: 'door', initial: 'shut', states: {
 		return ring && !knock
 	})
 }
+
+// TestImportedConfigIsPartOfItsMachine serves a folder where a module
+// builds its machine from a JSON config beside it: the config is not
+// served as a second machine with the same id (whose tools would clash),
+// and editing it reloads the module's machine.
+func TestImportedConfigIsPartOfItsMachine(t *testing.T) {
+	dir := t.TempDir()
+	config := filepath.Join(dir, "door.json")
+	const v1 = `{"id":"door","initial":"shut","states":{"shut":{"on":{"OPEN":{"target":"open","actions":"count"}}},"open":{"on":{"CLOSE":"shut"}}}}`
+	atomicSave(t, config, v1)
+	atomicSave(t, filepath.Join(dir, "door.ts"), `import { setup, assign } from 'xstate';
+import config from './door.json';
+export default setup({ actions: { count: assign({ n: ({ context }) => (context.n ?? 0) + 1 }) } })
+  .createMachine({ ...(config as any), context: { n: 0 } });`)
+	c := connect(t, serveDir(t, dir))
+	_, sc, isErr := c.call("door_open", nil)
+	if ctx, _ := sc["context"].(map[string]any); isErr || sc["state"] != "open" || ctx["n"] != 1.0 {
+		t.Fatalf("open (the module's machine, with its action): %v %v", isErr, sc)
+	}
+	atomicSave(t, config, strings.Replace(v1, `"CLOSE":"shut"`, `"CLOSE":"shut","SLAM":"shut"`, 1))
+	c.awaitTools("door_slam", func(m map[string]mcp.Tool) bool { _, ok := m["door_slam"]; return ok })
+}

@@ -25,23 +25,36 @@ func LoadDir(l *xstate.Loader, dir, handleKey string, log *slog.Logger) ([]*Mach
 		return nil, []error{err}
 	}
 	var ms []*Machine
-	var errs []error
+	errs := map[string]error{}
 	for _, f := range files {
 		m, warns, err := LoadMachine(l, f, handleKey)
 		for _, w := range warns {
 			log.Warn(w.String())
 		}
 		if errors.Is(err, xstate.ErrNoMachine) {
-			log.Info("not a machine (the module exports none): not served", "file", f)
-			continue
+			continue // a helper module
 		}
 		if err != nil {
-			errs = append(errs, err)
+			errs[f] = err
 			continue
 		}
 		ms = append(ms, m)
 	}
-	return ms, errs
+	// A file another machine is built from is part of it (as Reload).
+	imported := importedBy(ms)
+	var out []*Machine
+	for _, m := range ms {
+		if !imported[absPath(m.File)] {
+			out = append(out, m)
+		}
+	}
+	var errList []error
+	for _, f := range files {
+		if err := errs[f]; err != nil && !imported[absPath(f)] {
+			errList = append(errList, err)
+		}
+	}
+	return out, errList
 }
 
 // ServeStdio serves MCP over standard input and output until ctx ends or

@@ -39,13 +39,16 @@ type CheckResult struct {
 	File   string
 	Diags  []Diagnostic // errors and warnings
 	Failed bool
-	// Skipped is a module found in a folder that exports no machine: a
-	// helper that machines import, which a server does not serve.
-	Skipped bool
+	// Skipped says why a file found in a folder is not a machine of its
+	// own, as a server does not serve it: a module that exports no
+	// machine (a helper), or a file another machine imports ("" for a
+	// machine).
+	Skipped string
 	States  int
 	Events  int
 
-	noMachine bool // failed for ErrNoMachine
+	noMachine bool     // failed for ErrNoMachine
+	sources   []string // the files it was built from (Sources)
 }
 
 // Report is the result of checking files.
@@ -70,8 +73,8 @@ func (r *Report) Lines() []string {
 		}
 		if f.Failed {
 			out = append(out, fmt.Sprintf("%s: FAILED", f.File))
-		} else if f.Skipped {
-			out = append(out, fmt.Sprintf("%s: skipped (exports no machine: a helper module)", f.File))
+		} else if f.Skipped != "" {
+			out = append(out, fmt.Sprintf("%s: skipped (%s)", f.File, f.Skipped))
 		} else {
 			out = append(out, fmt.Sprintf("%s: ok (%d states, %d events)", f.File, f.States, f.Events))
 		}
@@ -137,9 +140,26 @@ func (l *Loader) Check(paths []string) (*Report, error) {
 		res := checkFile(l, f)
 		if res.Failed && !named[f] && res.noMachine {
 			// A helper module beside the machines, as a server skips it.
-			res = CheckResult{File: f, Skipped: true}
+			res = CheckResult{File: f, Skipped: "it exports no machine: a helper module"}
 		}
 		rep.Files = append(rep.Files, res)
+	}
+	// A file another machine is built from (a JSON config a module
+	// imports) is part of it, not a machine of its own, as a server
+	// sees it.
+	importer := map[string]string{}
+	for _, r := range rep.Files {
+		own, _ := filepath.Abs(r.File)
+		for _, src := range r.sources {
+			if src != own && importer[src] == "" {
+				importer[src] = r.File
+			}
+		}
+	}
+	for i, r := range rep.Files {
+		if abs, _ := filepath.Abs(r.File); importer[abs] != "" && !named[r.File] {
+			rep.Files[i] = CheckResult{File: r.File, Skipped: "part of the machine of " + importer[abs] + ", which imports it"}
+		}
 	}
 	return rep, nil
 }
@@ -193,5 +213,6 @@ func checkFile(l *Loader, file string) CheckResult {
 	}
 	res.States = len(m.Nodes)
 	res.Events = len(m.EventTypes)
+	res.sources = Sources(file, m)
 	return res
 }
