@@ -3,9 +3,12 @@ package gate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -34,6 +37,8 @@ type Library struct {
 	// helpers are the modules that export no machine (modules the
 	// machines import), by file, with their versions.
 	helpers map[string]string
+	// served is what the gate serves, by file.
+	served map[string]*Machine
 }
 
 // NewLibrary makes a library of a folder served by a gate.
@@ -148,14 +153,92 @@ func (lib *Library) Reload() error {
 			delete(lib.helpers, f)
 		}
 	}
-	var ms []*Machine
-	for _, m := range lib.good {
-		ms = append(ms, m)
+	ms := lib.withoutClashes()
+	lib.mu.Unlock()
+	lib.g.setErrors(lib.Errors())
+	if err := lib.g.SetMachines(ms); err != nil {
+		return err
+	}
+	lib.mu.Lock()
+	lib.served = map[string]*Machine{}
+	for _, m := range ms {
+		lib.served[m.File] = m
 	}
 	lib.mu.Unlock()
-	sort.Slice(ms, func(i, j int) bool { return ms[i].File < ms[j].File })
-	lib.g.setErrors(lib.Errors())
-	return lib.g.SetMachines(ms)
+	return nil
+}
+
+// withoutClashes returns the good machines to serve, sorted by file,
+// leaving out a file whose machine takes a machine id or tool name that
+// another file's machine has: the one served already keeps it (else the
+// older file), and the other file's error says why. Such a file keeps the
+// version it served before, if that one clashes with nothing. (A copy of
+// a machine file dropped in the folder does not stop the others.)
+func (lib *Library) withoutClashes() []*Machine {
+	files := slices.Sorted(maps.Keys(lib.good))
+	// Files served now come first, then older files (a copy is newer than
+	// its original).
+	mtime := map[string]time.Time{}
+	for _, f := range files {
+		if info, err := os.Stat(f); err == nil {
+			mtime[f] = info.ModTime()
+		}
+	}
+	slices.SortStableFunc(files, func(a, b string) int {
+		_, sa := lib.served[a]
+		_, sb := lib.served[b]
+		switch {
+		case sa && !sb:
+			return -1
+		case sb && !sa:
+			return 1
+		}
+		return mtime[a].Compare(mtime[b])
+	})
+	ids := map[string]string{}   // machine id -> file
+	names := map[string]string{} // tool name -> file
+	clash := func(m *Machine) error {
+		if f, dup := ids[m.ID]; dup {
+			return fmt.Errorf("%w: machine id %q is already served from %s", ErrToolClash, m.ID, f)
+		}
+		for _, n := range toolNames(m) {
+			if f, dup := names[n]; dup {
+				return fmt.Errorf("%w: tool %s is already served from %s", ErrToolClash, n, f)
+			}
+		}
+		return nil
+	}
+	var out []*Machine
+	for _, f := range files {
+		m := lib.good[f]
+		if err := clash(m); err != nil {
+			if lib.errors[f] == nil || lib.errors[f].Error() != err.Error() {
+				lib.g.log.Error("machine file rejected; its last good version (if any) keeps serving", "file", f, "err", err)
+			}
+			lib.errors[f] = err
+			if prev := lib.served[f]; prev != nil && prev != m && clash(prev) == nil {
+				m = prev
+			} else {
+				continue
+			}
+		}
+		ids[m.ID] = f
+		for _, n := range toolNames(m) {
+			names[n] = f
+		}
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].File < out[j].File })
+	return out
+}
+
+// toolNames lists the names of a machine's tools, built-in ones included.
+func toolNames(m *Machine) []string {
+	out := []string{m.StatusTool, m.ResetTool}
+	for _, t := range m.Tools {
+		out = append(out, t.Name)
+	}
+	return out
 }
 
 // importedBy returns the files (absolute paths) that machines were built

@@ -193,3 +193,44 @@ export default setup({ actions: { count: assign({ n: ({ context }) => (context.n
 	atomicSave(t, config, strings.Replace(v1, `"CLOSE":"shut"`, `"CLOSE":"shut","SLAM":"shut"`, 1))
 	c.awaitTools("door_slam", func(m map[string]mcp.Tool) bool { _, ok := m["door_slam"]; return ok })
 }
+
+// TestCopiedMachineDoesNotStopTheOthers drops a copy of a served machine
+// file (same machine id, one more event) into the folder: the original
+// keeps serving, the copy is rejected, and other changes still apply.
+func TestCopiedMachineDoesNotStopTheOthers(t *testing.T) {
+	dir, lamp, c := serveLamp(t)
+	c.call("lamp_on", nil)
+	atomicSave(t, filepath.Join(dir, "lamp-copy.json"), strings.Replace(lampV1, `{"ON":"on"}`, `{"ON":"on","DIM":"on"}`, 1))
+	atomicSave(t, filepath.Join(dir, "fan.json"), `{"id":"fan","initial":"off","states":{"off":{"on":{"SPIN":"off"}}}}`)
+	c.awaitTools("fan_spin", func(m map[string]mcp.Tool) bool { _, ok := m["fan_spin"]; return ok })
+	if _, ok := c.tools()["lamp_dim"]; ok {
+		t.Fatal("the copy's tools are served")
+	}
+	if _, sc, isErr := c.call("lamp_off", nil); isErr || sc["state"] != "off" {
+		t.Fatalf("the original: %v %v", isErr, sc)
+	}
+	// Editing the original still reloads it.
+	atomicSave(t, lamp, strings.Replace(lampV1, `{"ON":"on"}`, `{"ON":"on","BLINK":"on"}`, 1))
+	c.awaitTools("lamp_blink", func(m map[string]mcp.Tool) bool { _, ok := m["lamp_blink"]; return ok })
+}
+
+// TestCopiedMachineAtStart starts on a folder holding a machine file and a
+// newer copy of it: the server starts, serving the older file.
+func TestCopiedMachineAtStart(t *testing.T) {
+	dir := t.TempDir()
+	lamp, lampCopy := filepath.Join(dir, "lamp.json"), filepath.Join(dir, "a-copy.json")
+	atomicSave(t, lamp, lampV1)
+	atomicSave(t, lampCopy, strings.Replace(lampV1, `{"ON":"on"}`, `{"ON":"on","DIM":"on"}`, 1))
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(lamp, old, old); err != nil {
+		t.Fatal(err)
+	}
+	c := connect(t, serveDir(t, dir))
+	tools := c.tools()
+	if _, ok := tools["lamp_on"]; !ok {
+		t.Fatalf("lamp not served: %v", names(tools))
+	}
+	if _, ok := tools["lamp_dim"]; ok {
+		t.Fatalf("the newer copy is served: %v", names(tools))
+	}
+}

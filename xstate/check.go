@@ -6,8 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 )
 
 // machineExts are the extensions of machine files.
@@ -49,6 +51,7 @@ type CheckResult struct {
 
 	noMachine bool     // failed for ErrNoMachine
 	sources   []string // the files it was built from (Sources)
+	id        string   // the machine's id
 }
 
 // Report is the result of checking files.
@@ -161,6 +164,31 @@ func (l *Loader) Check(paths []string) (*Report, error) {
 			rep.Files[i] = CheckResult{File: r.File, Skipped: "part of the machine of " + importer[abs] + ", which imports it"}
 		}
 	}
+	// Two machines with one id: a server serves the older file's.
+	byAge := make([]int, 0, len(rep.Files))
+	for i, r := range rep.Files {
+		if r.id != "" && r.Skipped == "" && !r.Failed {
+			byAge = append(byAge, i)
+		}
+	}
+	mtime := func(f string) time.Time {
+		info, err := os.Stat(f)
+		if err != nil {
+			return time.Time{}
+		}
+		return info.ModTime()
+	}
+	slices.SortStableFunc(byAge, func(a, b int) int { return mtime(rep.Files[a].File).Compare(mtime(rep.Files[b].File)) })
+	owner := map[string]string{}
+	for _, i := range byAge {
+		r := &rep.Files[i]
+		if first, dup := owner[r.id]; dup {
+			r.Failed = true
+			r.Diags = append(r.Diags, Diagnostic{File: r.File, Msg: fmt.Sprintf("machine id %q is also the id of the machine of %s (older): a server serves that one", r.id, first)})
+			continue
+		}
+		owner[r.id] = r.File
+	}
 	return rep, nil
 }
 
@@ -214,5 +242,6 @@ func checkFile(l *Loader, file string) CheckResult {
 	res.States = len(m.Nodes)
 	res.Events = len(m.EventTypes)
 	res.sources = Sources(file, m)
+	res.id = m.ID
 	return res
 }
