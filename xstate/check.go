@@ -164,10 +164,11 @@ func (l *Loader) Check(paths []string) (*Report, error) {
 			rep.Files[i] = CheckResult{File: r.File, Skipped: "part of the machine of " + importer[abs] + ", which imports it"}
 		}
 	}
-	// Two machines with one id: a server serves the older file's.
+	// Two machines of one folder with one id: a server serves the older
+	// file's. (Files named themselves are checked each on its own.)
 	byAge := make([]int, 0, len(rep.Files))
 	for i, r := range rep.Files {
-		if r.id != "" && r.Skipped == "" && !r.Failed {
+		if r.id != "" && r.Skipped == "" && !r.Failed && !named[r.File] {
 			byAge = append(byAge, i)
 		}
 	}

@@ -69,9 +69,23 @@ func TestCheckCommand(t *testing.T) {
 	if !strings.Contains(out.String(), "bad.json:1: state a:") || !strings.Contains(out.String(), "FAILED") {
 		t.Fatalf("output %q", out.String())
 	}
+	// The machines of the history cases, each on its own (two of them
+	// share an id, which a served folder could not hold).
 	out.Reset()
-	if err := (&checkCmd{Files: []string{filepath.Join(caseDir, "history")}}).Run(&out); err != nil {
+	var machines []string
+	files, _ := filepath.Glob(filepath.Join(caseDir, "history", "*.json"))
+	for _, f := range files {
+		if !strings.HasSuffix(f, ".case.json") && !strings.HasSuffix(f, ".trace.json") {
+			machines = append(machines, f)
+		}
+	}
+	if err := (&checkCmd{Files: machines}).Run(&out); err != nil || len(machines) < 4 {
 		t.Fatalf("history cases fail to check: %v\n%s", err, out.String())
+	}
+	// As a folder, the two that share an id are a clash.
+	out.Reset()
+	if err := (&checkCmd{Files: []string{filepath.Join(caseDir, "history")}}).Run(&out); err != errSilentFailure || !strings.Contains(out.String(), `machine id "stereo" is also the id of`) {
+		t.Fatalf("history folder: %v\n%s", err, out.String())
 	}
 }
 
