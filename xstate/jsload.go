@@ -85,11 +85,13 @@ func (l *Loader) loadModule(file string, roots func(*goja.Runtime, *goja.Object)
 }
 
 // objectLocks matches code that may freeze or seal an object, or define
-// a property with attributes of its own: the dynamic objects that contexts
-// and events are given as (see ctxObj) refuse that, so a module with such
-// code gets plain objects instead. The match is on words, so a mention in
-// a comment or a name errs on the safe side.
-var objectLocks = regexp.MustCompile(`\b(freeze|seal|preventExtensions|defineProperty|defineProperties)\b`)
+// a property with attributes of its own (Object.create takes them too):
+// the dynamic objects that contexts and events are given as (see ctxObj)
+// refuse that, so a module with such code gets plain objects instead; and
+// only such code makes properties that are not enumerable (keysOf). The
+// match is on words, so a mention in a comment or a name errs on the safe
+// side.
+var objectLocks = regexp.MustCompile(`\b(freeze|seal|preventExtensions|defineProperty|defineProperties|create)\b`)
 
 // locksObjects reports whether any of a module's files may lock objects
 // (objectLocks); a file that cannot be read counts as one that may.

@@ -837,7 +837,7 @@ func plainObject(v goja.Value) *goja.Object {
 // ({context, event, ...}, params), its other values are taken as they are.
 func (rt *jsRuntime) assignment(o *goja.Object) interp.Action {
 	return &interp.AssignAction{Into: func(a interp.Args, params any, ctx map[string]any) error {
-		for _, k := range jsKeyOrder(o.Keys()) {
+		for _, k := range jsKeyOrder(rt.keysOf(o)) {
 			v := o.Get(k)
 			if v == nil || goja.IsUndefined(v) {
 				continue

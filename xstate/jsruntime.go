@@ -1050,6 +1050,18 @@ func (rt *jsRuntime) actorRef(a *interp.Actor) *goja.Object {
 	return rt.vm.NewDynamicObject(&selfObj{rt: rt, actor: a})
 }
 
+// keysOf returns an object's own enumerable string keys. goja's Keys
+// goes through its generic property iterators; an object of a module that
+// cannot make a property non-enumerable (it never names defineProperty
+// and the like: plainObjects is false) has only enumerable ones, listed
+// more cheaply by GetOwnPropertyNames.
+func (rt *jsRuntime) keysOf(o *goja.Object) []string {
+	if rt.mod.plainObjects || o.ClassName() != "Object" {
+		return o.Keys()
+	}
+	return o.GetOwnPropertyNames()
+}
+
 // revive returns the actor ref an actor ref kept in a context stands for
 // ({xstate$$type: 1, id}, as contexts hold refs), when the actor of the
 // call in progress has a child with that id, as XState revives the refs

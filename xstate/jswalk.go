@@ -106,7 +106,7 @@ func (w *walker) walk(v goja.Value, depth int) (any, error) {
 		}
 		return out, nil
 	}
-	keys := jsKeyOrder(o.Keys())
+	keys := jsKeyOrder(w.rt.keysOf(o))
 	fields := &object{keys: make([]string, 0, len(keys)), vals: make(map[string]any, len(keys))}
 	for _, k := range keys {
 		e, err := w.walk(o.Get(k), depth+1)
