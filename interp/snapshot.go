@@ -250,12 +250,19 @@ func (s *Snapshot) HistoryValue() map[string][]string {
 // selected and it has a target or actions (XState's snapshot.can). The
 // status is not looked at, as in XState. A guard that fails gives an error.
 func (s *Snapshot) Can(ev Event) (bool, error) {
-	st := &stepper{m: s.Machine}
+	var rt any
 	if h := s.Machine.Impl.Host; h != nil {
 		var release func()
-		st.rt, release = h.Acquire()
+		rt, release = h.Acquire()
 		defer release()
 	}
+	return s.CanIn(rt, ev)
+}
+
+// CanIn is Can with the machine's code run in rt, a runtime its Host lent
+// (that of a step in progress, whose code asks).
+func (s *Snapshot) CanIn(rt any, ev Event) (bool, error) {
+	st := &stepper{m: s.Machine, rt: rt}
 	ts, err := st.selectTransitions(s, ev)
 	if err != nil {
 		return false, err

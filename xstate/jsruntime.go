@@ -1319,6 +1319,24 @@ func (rt *jsRuntime) snapshotJS(a *interp.Actor) goja.Value {
 		_ = o.Set("hasTag", func(call goja.FunctionCall) goja.Value {
 			return rt.vm.ToValue(s.HasTag(call.Argument(0).String()))
 		})
+		_ = o.Set("can", func(call goja.FunctionCall) goja.Value {
+			obj, _ := rt.fromJS(call.Argument(0)).(map[string]any)
+			ev, ok := interp.EventFromObject(obj)
+			if !ok {
+				panic(rt.vm.NewTypeError("can() needs an event object with a type"))
+			}
+			var can bool
+			var err error
+			if s.Machine.Impl.Host == interp.Host(rt.mod) {
+				can, err = s.CanIn(rt, ev) // this runtime: the step's
+			} else {
+				can, err = s.Can(ev)
+			}
+			if err != nil {
+				panic(rt.vm.NewGoError(err))
+			}
+			return rt.vm.ToValue(can)
+		})
 	} else {
 		// A promise's output, a transition actor's context.
 		v := a.SnapshotValue()
