@@ -1214,7 +1214,7 @@ func (rt *jsRuntime) partialUpdate(v goja.Value, ctx map[string]any) {
 	if _, isFn := goja.AssertFunction(o); isFn {
 		return
 	}
-	for _, k := range o.Keys() {
+	for _, k := range rt.keysOf(o) {
 		e := o.Get(k)
 		if e == nil || goja.IsUndefined(e) {
 			continue
