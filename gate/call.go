@@ -93,7 +93,7 @@ func (g *Gate) callEvent(ctx context.Context, t *Tool, handle string, args map[s
 			}
 			return refusal("REJECTED", why, m, handle, g.view(in)), nil
 		}
-		out := g.step(in, ev, "")
+		out := g.step(in, ev, nil)
 		next, emitted := out.snap, out.emitted
 		if next.Status == interp.StatusError && snap.Status != interp.StatusError {
 			msg := "the machine failed"

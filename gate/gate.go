@@ -736,23 +736,31 @@ type stepOutcome struct {
 }
 
 // step runs an event on an instance, with its pending timers, on the wall
-// clock (timers fire through the gate's scheduler, not the actor's).
-func (g *Gate) step(in *instance, ev interp.Event, skipTimer string) stepOutcome {
+// clock (timers fire through the gate's scheduler, not the actor's). A
+// timer that fires (fired) is left out of them, and its event goes to the
+// child machine the timer is for, if any.
+func (g *Gate) step(in *instance, ev interp.Event, fired *store.Timer) stepOutcome {
 	var out stepOutcome
 	var pending []interp.PendingTimer
 	for _, t := range in.timers {
-		if t.ID == skipTimer {
+		if fired != nil && t.Same(*fired) {
 			continue
 		}
 		e, _ := interp.EventFromObject(t.Event)
-		pending = append(pending, interp.PendingTimer{ID: t.ID, Event: e, Due: float64(t.Due.UnixMilli())})
+		pending = append(pending, interp.PendingTimer{ID: t.ID, Event: e, Due: float64(t.Due.UnixMilli()), Path: t.Path})
 	}
 	a := interp.NewActor(in.m.M, interp.ActorOptions{
 		ID: in.m.ID, Snapshot: in.snap, Timers: pending, Clock: newWallClock(),
 		OnEmit: func(e interp.Event) { out.emitted = append(out.emitted, e.Object()) },
 	})
 	a.Start()
-	a.Send(ev)
+	to := a
+	if fired != nil {
+		to = a.Descendant(fired.Path) // nil: the child is gone
+	}
+	if to != nil {
+		to.Send(ev)
+	}
 	out.snap, out.timers = detached(a), storedTimers(a.PendingTimers())
 	a.Stop()
 	return out
@@ -764,7 +772,7 @@ func storedTimers(ts []interp.PendingTimer) []store.Timer {
 	}
 	out := make([]store.Timer, len(ts))
 	for i, t := range ts {
-		out[i] = store.Timer{ID: t.ID, Event: t.Event.Object(), Due: time.UnixMilli(int64(t.Due))}
+		out[i] = store.Timer{ID: t.ID, Event: t.Event.Object(), Due: time.UnixMilli(int64(t.Due)), Path: t.Path}
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -122,7 +123,7 @@ func (g *Gate) fireTimer(ctx context.Context, k store.Key, t store.Timer) {
 		g.sched.mu.Lock()
 		ts := g.sched.due[k]
 		for i, x := range ts {
-			if x.ID == t.ID && x.Due.Equal(t.Due) {
+			if x.Same(t) && x.Due.Equal(t.Due) {
 				ts = append(ts[:i:i], ts[i+1:]...)
 				break
 			}
@@ -148,7 +149,7 @@ func (g *Gate) fireTimer(ctx context.Context, k store.Key, t store.Timer) {
 	}
 	var current *store.Timer
 	for i := range in.timers {
-		if in.timers[i].ID == t.ID {
+		if in.timers[i].Same(t) {
 			current = &in.timers[i]
 		}
 	}
@@ -158,24 +159,28 @@ func (g *Gate) fireTimer(ctx context.Context, k store.Key, t store.Timer) {
 		return
 	}
 	ev, _ := interp.EventFromObject(current.Event)
-	out := g.step(in, ev, t.ID)
+	out := g.step(in, ev, current)
 	if out.snap.Status == interp.StatusError && in.snap.Status != interp.StatusError {
 		g.log.Error("timer: the machine failed; the instance keeps its state", "machine", m.ID, "handle", k.Handle, "event", ev.Type, "err", out.snap.Err())
-		out = stepOutcome{snap: in.snap, timers: withoutTimer(in.timers, t.ID)}
+		out = stepOutcome{snap: in.snap, timers: withoutTimer(in.timers, *current)}
 	}
 	if _, err := g.save(ctx, in, out.snap, out.timers, &store.AuditEntry{Tool: "(timer)", Event: ev.Object()}); err != nil {
 		g.log.Error("timer: cannot store instance", "machine", m.ID, "handle", k.Handle, "err", err)
 		drop()
 		return
 	}
-	g.log.Info("timer fired", "machine", m.ID, "handle", k.Handle, "event", ev.Type)
+	if len(t.Path) > 0 {
+		g.log.Info("timer fired", "machine", m.ID, "handle", k.Handle, "event", ev.Type, "child", strings.Join(t.Path, "/"))
+	} else {
+		g.log.Info("timer fired", "machine", m.ID, "handle", k.Handle, "event", ev.Type)
+	}
 	g.refresh(ctx, m, k.Handle)
 }
 
-func withoutTimer(ts []store.Timer, id string) []store.Timer {
+func withoutTimer(ts []store.Timer, gone store.Timer) []store.Timer {
 	var out []store.Timer
 	for _, t := range ts {
-		if t.ID != id {
+		if !t.Same(gone) {
 			out = append(out, t)
 		}
 	}

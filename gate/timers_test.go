@@ -202,3 +202,33 @@ export default createMachine({ id: 'fuse', initial: 'idle', states: {
 		t.Fatalf("disarm: %v %v", isErr, sc)
 	}
 }
+
+// TestChildMachineTimerFires serves a machine whose invoked child machine
+// waits on an after: the child's timer is stored with the instance and
+// fires after the call that started the child, moving the parent.
+func TestChildMachineTimerFires(t *testing.T) {
+	dir := t.TempDir()
+	src := `import { createMachine, assign } from 'xstate';
+const waiter = createMachine({ id: 'waiter', initial: 'waiting',
+  states: { waiting: { after: { 150: 'done' } }, done: { type: 'final' } }, output: { waited: true } });
+export default createMachine({ id: 'job', initial: 'idle', context: { result: null }, states: {
+  idle: { on: { START: 'running' } },
+  running: { invoke: { id: 'w', src: waiter, onDone: { target: 'finished', actions: assign({ result: ({ event }) => event.output }) } } },
+  finished: { on: { ARCHIVE: 'idle' } } } });`
+	if err := os.WriteFile(filepath.Join(dir, "job.mjs"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := connect(t, serveStore(t, dir, store.NewMemory()))
+	if _, sc, _ := c.call("job_start", nil); sc["state"] != "running" {
+		t.Fatalf("start: %v", sc)
+	}
+	_, sc, _ := c.call("job_status", nil)
+	timers, _ := sc["timers"].([]any)
+	if len(timers) != 1 {
+		t.Fatalf("stored timers: %v", sc["timers"])
+	}
+	sc = c.awaitState("job_status", "finished")
+	if r, _ := sc["context"].(map[string]any)["result"].(map[string]any); r["waited"] != true {
+		t.Fatalf("the child's output: %v", sc["context"])
+	}
+}

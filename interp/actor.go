@@ -76,11 +76,15 @@ type ActorOptions struct {
 	HoldPromises bool
 }
 
-// PendingTimer is a delayed event not yet delivered to the actor itself.
+// PendingTimer is a delayed event not yet delivered to the actor itself,
+// or to one of its child machines.
 type PendingTimer struct {
 	ID    string  `json:"id"`
 	Event Event   `json:"-"`
 	Due   float64 `json:"due"` // on the actor's clock, in ms
+	// Path names the child machine the event is for by the ids from the
+	// actor's child down (nil: the actor itself).
+	Path []string `json:"path,omitempty"`
 }
 
 // Host lends the user code of a machine what it runs in (a JavaScript
@@ -133,7 +137,11 @@ func (a *Actor) init() {
 		a.snap = a.opts.Snapshot
 		a.adoptRestored()
 		for _, t := range a.opts.Timers {
-			a.schedule(t.ID, t.Event, nil, "", t.Due-a.clock.Now())
+			// A child machine's timer goes to the child made from the
+			// snapshot; one whose child is gone is dropped.
+			if d := a.Descendant(t.Path); d != nil && d.m != nil {
+				d.schedule(t.ID, t.Event, nil, "", t.Due-a.clock.Now())
+			}
 		}
 		return
 	}
@@ -493,8 +501,9 @@ func (a *Actor) schedule(id string, ev Event, to *Actor, child string, delay flo
 	a.timers = append(a.timers, t)
 }
 
-// PendingTimers returns the delayed events the actor will send itself,
-// for a server that persists them.
+// PendingTimers returns the delayed events the actor will send itself, and
+// those its child machines (and theirs) will send themselves, with their
+// paths, for a server that persists them.
 func (a *Actor) PendingTimers() []PendingTimer {
 	var out []PendingTimer
 	for _, t := range a.timers {
@@ -502,7 +511,32 @@ func (a *Actor) PendingTimers() []PendingTimer {
 			out = append(out, PendingTimer{ID: t.id, Event: t.event, Due: t.due})
 		}
 	}
+	if a.snap == nil {
+		return out
+	}
+	for _, id := range a.snap.Children() {
+		c := a.snap.Child(id)
+		if c == nil || c.m == nil || c.stopped {
+			continue
+		}
+		for _, t := range c.PendingTimers() {
+			t.Path = append([]string{id}, t.Path...)
+			out = append(out, t)
+		}
+	}
 	return out
+}
+
+// Descendant returns the child actor a path of ids leads to, from the
+// actor's children down (nil path: the actor itself), or nil.
+func (a *Actor) Descendant(path []string) *Actor {
+	for _, id := range path {
+		if a == nil || a.snap == nil {
+			return nil
+		}
+		a = a.snap.Child(id)
+	}
+	return a
 }
 
 func (a *Actor) dropTimer(id string) {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 )
@@ -46,7 +47,14 @@ type Timer struct {
 	ID    string         `json:"id"`
 	Event map[string]any `json:"event"`
 	Due   time.Time      `json:"due"`
+	// Path names the child machine the event is for, by the ids from the
+	// instance's child down (none: the instance itself).
+	Path []string `json:"path,omitempty"`
 }
+
+// Same reports whether two timers are one: the same id for the same
+// actor.
+func (t Timer) Same(o Timer) bool { return t.ID == o.ID && slices.Equal(t.Path, o.Path) }
 
 // AuditEntry records one accepted transition of an instance.
 type AuditEntry struct {

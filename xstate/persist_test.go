@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -132,5 +133,54 @@ func dropFalseSync(p any) {
 			}
 			dropFalseSync(cm["snapshot"])
 		}
+	}
+}
+
+// TestChildTimersPersist persists a parent whose child machine waits on an
+// after: the child's timer is among the parent's pending timers, with its
+// path, and restored with the snapshot it fires in the child, whose done
+// event moves the parent.
+func TestChildTimersPersist(t *testing.T) {
+	m, _, err := (&Loader{}).LoadModule(jsFile("child-timer.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := interp.NewSimClock()
+	a := interp.NewActor(m, interp.ActorOptions{Clock: clock})
+	a.Start()
+	a.Send(interp.Event{Type: "START"})
+	clock.Advance(40)
+	timers := a.PendingTimers()
+	if len(timers) != 1 || !slices.Equal(timers[0].Path, []string{"w"}) || timers[0].Due != 100 {
+		t.Fatalf("pending timers %+v, want the child's, due at 100", timers)
+	}
+	data, err := json.Marshal(a.Snapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Stop()
+
+	var p interp.Persisted
+	if err := json.Unmarshal(data, &p); err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.Restore(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock2 := interp.NewSimClock()
+	clock2.Advance(40)
+	b := interp.NewActor(m, interp.ActorOptions{Snapshot: s, Timers: timers, Clock: clock2})
+	b.Start()
+	clock2.Advance(59)
+	if v := b.Snapshot().Value(); v != "running" {
+		t.Fatalf("before the child's timer: %v", v)
+	}
+	clock2.Advance(1)
+	if v := b.Snapshot().Value(); v != "finished" {
+		t.Fatalf("after the child's timer: %v (context %v)", v, b.Snapshot().Context)
+	}
+	if r, _ := b.Snapshot().Context.(map[string]any)["result"].(map[string]any); r["waited"] != true {
+		t.Fatalf("the child's output: %v", b.Snapshot().Context)
 	}
 }
