@@ -623,8 +623,69 @@ func (a *Actor) startLogic() {
 		if a.sync {
 			a.sendSnapshot()
 		}
+	case *ObservableLogic:
+		a.subscribe(l)
+		if a.status != StatusActive {
+			return
+		}
 	}
 	a.drain()
+}
+
+// subscribe starts an observable actor: what the observable reports is the
+// actor's context, or events for its parent; complete and error end it.
+func (a *Actor) subscribe(l *ObservableLogic) {
+	if a.sync && !l.Events {
+		a.sendSnapshot() // the initial snapshot, with no context yet
+	}
+	var unsubscribe func()
+	ended := false
+	end := func() {
+		if unsubscribe != nil {
+			unsubscribe()
+			unsubscribe = nil
+		}
+	}
+	next := func(v any) {
+		if a.status != StatusActive || a.stopped {
+			return
+		}
+		if l.Events {
+			if obj, ok := v.(map[string]any); ok && a.parent != nil {
+				if ev, ok := EventFromObject(obj); ok {
+					a.parent.Send(ev)
+				}
+			}
+			return
+		}
+		a.state = v
+		if a.sync {
+			a.sendSnapshot()
+		}
+	}
+	stop := func(st Status, err error) {
+		if a.status != StatusActive || a.stopped {
+			return
+		}
+		a.status, a.err = st, err
+		ended = true
+		end()
+		a.finish()
+	}
+	cleanup, err := l.Subscribe(a, a.input, next, func(err error) { stop(StatusError, err) }, func() { stop(StatusDone, nil) })
+	if err != nil {
+		if a.status == StatusActive {
+			a.status, a.err = StatusError, err
+			a.finish()
+		}
+		return
+	}
+	unsubscribe = cleanup
+	if ended {
+		end() // it ended while it subscribed
+		return
+	}
+	a.cleanup = func() { end() }
 }
 
 // processLogic gives an event to a child that is not a machine.

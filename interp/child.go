@@ -36,6 +36,18 @@ type TransitionLogic struct {
 	Transition func(self *Actor, state any, ev Event) (any, error)
 }
 
+// ObservableLogic is XState's fromObservable, or fromEventObservable when
+// Events is set. Subscribe starts it: each value next reports becomes the
+// actor's context (fromObservable) or an event sent to its parent
+// (fromEventObservable); fail and complete end it in status error or done.
+// It returns what unsubscribes when the actor stops.
+type ObservableLogic struct {
+	Events    bool
+	Subscribe func(self *Actor, input any, next func(any), fail func(error), complete func()) (unsubscribe func(), err error)
+}
+
+func (*ObservableLogic) logicKind() string { return "observable" }
+
 func (*MachineLogic) logicKind() string    { return "machine" }
 func (*PromiseLogic) logicKind() string    { return "promise" }
 func (*CallbackLogic) logicKind() string   { return "callback" }

@@ -42,10 +42,18 @@ func (a *Actor) persist() (PersistedChild, error) {
 		return pc, err
 	}
 	v := map[string]any{"status": a.status.String()}
-	if _, ok := a.logic.(*TransitionLogic); ok {
+	switch a.logic.(type) {
+	case *TransitionLogic:
 		v["context"] = a.state
-	} else if a.input != nil {
-		v["input"] = a.input // a promise's or callback's, to run it again
+	case *ObservableLogic:
+		v["context"] = a.state
+		if a.input != nil {
+			v["input"] = a.input // to subscribe again
+		}
+	default:
+		if a.input != nil {
+			v["input"] = a.input // a promise's or callback's, to run it again
+		}
 	}
 	switch a.status {
 	case StatusDone:

@@ -1,15 +1,19 @@
 package xstate
 
 import (
+	"fmt"
+
 	"github.com/dop251/goja"
 
 	"stategate/interp"
 )
 
-// The actor logics of fromPromise, fromCallback and fromTransition. Their
-// code runs in the runtime their parent (or an ancestor) holds for the step
-// that starts them or sends them events, when there is one, so that values
-// cross without conversion; else in a runtime from the module's pool.
+// The actor logics of fromPromise, fromCallback, fromTransition,
+// fromObservable and fromEventObservable. Their code runs in the runtime
+// their parent (or an ancestor) holds for the step that starts them or
+// sends them events, when there is one, so that values cross without
+// conversion; else in a runtime from the module's pool. (A callback's or
+// an observable's subscription keeps a runtime of its own until it ends.)
 
 // logicRuntime returns the runtime for the code of a child's logic, and
 // what gives it back when done.
@@ -132,6 +136,71 @@ func (r *jsResolver) callback(f *jsFn) interp.ActorLogic {
 		return func() {
 			if _, ok := goja.AssertFunction(out); ok {
 				_, _ = rt.call(out, label+" cleanup")
+			}
+			r.mod.put(rt)
+		}, nil
+	}}
+}
+
+// observable makes fromObservable's logic (events: fromEventObservable's):
+// the creator's subscribable is subscribed to with an observer whose next,
+// error and complete report to the actor.
+func (r *jsResolver) observable(f *jsFn, events bool) interp.ActorLogic {
+	label := fnLabel("observable actor", f, "")
+	if events {
+		label = fnLabel("event observable actor", f, "")
+	}
+	return &interp.ObservableLogic{Events: events, Subscribe: func(self *interp.Actor, input any, next func(any), fail func(error), complete func()) (func(), error) {
+		// The subscription lives in this runtime until the actor stops.
+		rt, err := r.mod.get()
+		if err != nil {
+			return nil, err
+		}
+		args := rt.vm.NewObject()
+		_ = args.Set("input", rt.toJS(input))
+		_ = args.Set("self", rt.selfJS(self))
+		out, err := rt.callFn(f, label, args)
+		if err != nil {
+			r.mod.put(rt)
+			return nil, err
+		}
+		o, _ := out.(*goja.Object)
+		var subscribe goja.Callable
+		if o != nil {
+			subscribe, _ = goja.AssertFunction(o.Get("subscribe"))
+		}
+		if subscribe == nil {
+			r.mod.put(rt)
+			return nil, fmt.Errorf("%s: it must return a subscribable (an object with subscribe)", label)
+		}
+		observer := rt.vm.NewObject()
+		_ = observer.Set("next", func(call goja.FunctionCall) goja.Value {
+			next(rt.keep(call.Argument(0)))
+			return goja.Undefined()
+		})
+		_ = observer.Set("error", func(call goja.FunctionCall) goja.Value {
+			fail(rejection(rt, call.Argument(0)))
+			return goja.Undefined()
+		})
+		_ = observer.Set("complete", func(goja.FunctionCall) goja.Value {
+			complete()
+			return goja.Undefined()
+		})
+		var sub goja.Value
+		err = rt.guard(func() error {
+			var err error
+			sub, err = subscribe(o, observer)
+			return err
+		})
+		if err != nil {
+			r.mod.put(rt)
+			return nil, jsErr(err)
+		}
+		return func() {
+			if so, ok := sub.(*goja.Object); ok {
+				if unsub, ok := goja.AssertFunction(so.Get("unsubscribe")); ok {
+					_ = rt.guard(func() error { _, err := unsub(so); return err })
+				}
 			}
 			r.mod.put(rt)
 		}, nil

@@ -604,6 +604,12 @@ func (r *jsResolver) invokeLogic(v any) (interp.ActorLogic, bool, error) {
 			return nil, true, errors.New("fromTransition() needs a function")
 		}
 		return r.reducer(f, x.get("initialState")), true, nil
+	case "observable", "eventObservable":
+		f, ok := x.get("creator").(*jsFn)
+		if !ok {
+			return nil, true, fmt.Errorf("from%s() needs a function", map[string]string{"observable": "Observable", "eventObservable": "EventObservable"}[x.kind])
+		}
+		return r.observable(f, x.kind == "eventObservable"), true, nil
 	}
 	return nil, true, fmt.Errorf("%s() is not actor logic", x.kind)
 }

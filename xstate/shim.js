@@ -87,12 +87,8 @@ export function fromCallback(callback) { return mark('callback', { callback }); 
 export function fromTransition(transition, initialState) {
   return mark('transition', { transition, initialState });
 }
-export function fromObservable() {
-  throw new Error('stategate: fromObservable is not supported');
-}
-export function fromEventObservable() {
-  throw new Error('stategate: fromEventObservable is not supported');
-}
+export function fromObservable(creator) { return mark('observable', { creator }); }
+export function fromEventObservable(creator) { return mark('eventObservable', { creator }); }
 
 // assertEvent throws unless the event's type matches one of the given
 // descriptors (wildcards as in transitions), as XState's does; code calls it

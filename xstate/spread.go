@@ -57,7 +57,7 @@ func rewriteLiteral(code string, lit *ast.ArrayLiteral, nested []*ast.ArrayLiter
 		} else {
 			flags.WriteByte('0')
 		}
-		from, to := int(expr.Idx0())-1, int(expr.Idx1())-1
+		from, to := widenParens(code, int(expr.Idx0())-1, int(expr.Idx1())-1)
 		var inner []*ast.ArrayLiteral
 		for _, n := range nested {
 			if s := int(n.LeftBracket) - 1; s >= from && s < to {
@@ -73,6 +73,37 @@ func rewriteLiteral(code string, lit *ast.ArrayLiteral, nested []*ast.ArrayLiter
 	}
 	return spreadHelper + `("` + f + `", ` + strings.Join(args, ", ") + ")"
 }
+
+// widenParens widens an element's span to the parentheses around its
+// start and end. goja's AST keeps no parentheses: the span of
+// (a = b) != null ? a : c starts after the first one, and cut there the
+// text would not parse. Between an element and the comma or bracket next
+// to it there is nothing but its own parentheses and spaces.
+func widenParens(code string, from, to int) (int, int) {
+	for {
+		i := from - 1
+		for i >= 0 && isJSSpace(code[i]) {
+			i--
+		}
+		if i < 0 || code[i] != '(' {
+			break
+		}
+		from = i
+	}
+	for {
+		j := to
+		for j < len(code) && isJSSpace(code[j]) {
+			j++
+		}
+		if j >= len(code) || code[j] != ')' {
+			break
+		}
+		to = j + 1
+	}
+	return from, to
+}
+
+func isJSSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // rewriteRange renders code[from:to] with the given literals rewritten.
 func rewriteRange(code string, from, to int, lits []*ast.ArrayLiteral) string {

@@ -16,12 +16,18 @@ func TestRewriteSpreads(t *testing.T) {
 		{`[, ...a]`, `[null,1,2,3]`},
 		{"`${[...a].length}`", `"3"`},
 		{`Math.max(...a)`, `3`},
+		// Elements starting or ending with parentheses (goja's AST spans
+		// leave them out), as esbuild writes a ?? b.
+		{`[...a, (x = a[0]) != null ? x : 0]`, `[1,2,3,1]`},
+		{`[...a, (a[1]), ((1) + (2))]`, `[1,2,3,2,3]`},
+		{`[...(a.length ? a : []), ( 5 )]`, `[1,2,3,5]`},
+		{`[0, ...(a), (a, 7)]`, `[0,1,2,3,7]`},
 	} {
 		vm := goja.New()
 		if err := installSpread(vm); err != nil {
 			t.Fatal(err)
 		}
-		code := "var a = [1, 2, 3]; JSON.stringify(" + rewriteSpreads(tc.src) + ")"
+		code := "var a = [1, 2, 3], x; JSON.stringify(" + rewriteSpreads(tc.src) + ")"
 		v, err := vm.RunString(code)
 		if err != nil {
 			t.Errorf("%s: %v (rewritten: %s)", tc.src, err, rewriteSpreads(tc.src))
