@@ -747,7 +747,7 @@ func (g *Gate) step(in *instance, ev interp.Event, fired *store.Timer) stepOutco
 			continue
 		}
 		e, _ := interp.EventFromObject(t.Event)
-		pending = append(pending, interp.PendingTimer{ID: t.ID, Event: e, Due: float64(t.Due.UnixMilli()), Path: t.Path})
+		pending = append(pending, interp.PendingTimer{ID: t.ID, Event: e, Due: float64(t.Due.UnixMilli()), Path: t.Path, To: t.To})
 	}
 	a := interp.NewActor(in.m.M, interp.ActorOptions{
 		ID: in.m.ID, Snapshot: in.snap, Timers: pending, Clock: newWallClock(),
@@ -756,7 +756,12 @@ func (g *Gate) step(in *instance, ev interp.Event, fired *store.Timer) stepOutco
 	a.Start()
 	to := a
 	if fired != nil {
-		to = a.Descendant(fired.Path) // nil: the child is gone
+		// The actor the event goes to; nil when it is gone.
+		if fired.To != "" {
+			to = a.ActorAt(fired.To)
+		} else {
+			to = a.Descendant(fired.Path)
+		}
 	}
 	if to != nil {
 		to.Send(ev)
@@ -772,7 +777,7 @@ func storedTimers(ts []interp.PendingTimer) []store.Timer {
 	}
 	out := make([]store.Timer, len(ts))
 	for i, t := range ts {
-		out[i] = store.Timer{ID: t.ID, Event: t.Event.Object(), Due: time.UnixMilli(int64(t.Due)), Path: t.Path}
+		out[i] = store.Timer{ID: t.ID, Event: t.Event.Object(), Due: time.UnixMilli(int64(t.Due)), Path: t.Path, To: t.To}
 	}
 	return out
 }

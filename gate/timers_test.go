@@ -232,3 +232,28 @@ export default createMachine({ id: 'job', initial: 'idle', context: { result: nu
 		t.Fatalf("the child's output: %v", sc["context"])
 	}
 }
+
+// TestDelayedSendToChildFires serves a machine that sends its invoked
+// child a delayed event: the send is stored with the instance and reaches
+// the child after the call, whose answer moves the parent.
+func TestDelayedSendToChildFires(t *testing.T) {
+	dir := t.TempDir()
+	src := `import { createMachine, sendTo, sendParent } from 'xstate';
+const echo = createMachine({ id: 'echo', on: { PING: { actions: sendParent({ type: 'PONG' }) } } });
+export default createMachine({ id: 'probe', initial: 'idle', states: {
+  idle: { on: { START: 'waiting' } },
+  waiting: { entry: sendTo('w', { type: 'PING' }, { delay: 150 }), invoke: { id: 'w', src: echo }, on: { PONG: 'answered' } },
+  answered: { on: { AGAIN: 'waiting' } } } });`
+	if err := os.WriteFile(filepath.Join(dir, "probe.mjs"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := connect(t, serveStore(t, dir, store.NewMemory()))
+	if _, sc, _ := c.call("probe_start", nil); sc["state"] != "waiting" {
+		t.Fatalf("start: %v", sc)
+	}
+	_, sc, _ := c.call("probe_status", nil)
+	if timers, _ := sc["timers"].([]any); len(timers) != 1 || timers[0].(map[string]any)["to"] != "/w" {
+		t.Fatalf("stored timers: %v", sc["timers"])
+	}
+	c.awaitState("probe_status", "answered")
+}

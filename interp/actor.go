@@ -1,6 +1,10 @@
 package interp
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // Actor runs a machine, or the logic of a child actor: it holds the
 // current snapshot, processes events one at a time (events sent while one
@@ -82,9 +86,13 @@ type PendingTimer struct {
 	ID    string  `json:"id"`
 	Event Event   `json:"-"`
 	Due   float64 `json:"due"` // on the actor's clock, in ms
-	// Path names the child machine the event is for by the ids from the
+	// Path names the child machine whose timer it is by the ids from the
 	// actor's child down (nil: the actor itself).
 	Path []string `json:"path,omitempty"`
+	// To, when set, is the actor the event goes to, if not the timer's own
+	// (a delayed sendTo or sendParent): a path from the root of the tree,
+	// "/" for the root and "/a/b" for its child a's child b.
+	To string `json:"to,omitempty"`
 }
 
 // Host lends the user code of a machine what it runs in (a JavaScript
@@ -140,7 +148,7 @@ func (a *Actor) init() {
 			// A child machine's timer goes to the child made from the
 			// snapshot; one whose child is gone is dropped.
 			if d := a.Descendant(t.Path); d != nil && d.m != nil {
-				d.schedule(t.ID, t.Event, nil, "", t.Due-a.clock.Now())
+				d.schedule(t.ID, t.Event, nil, "", t.To, t.Due-a.clock.Now())
 			}
 		}
 		return
@@ -366,7 +374,7 @@ func (a *Actor) effect(e Effect) error {
 	case EffectExec:
 		return e.exec()
 	case EffectSchedule:
-		a.schedule(e.ID, e.Event, e.To, e.ToChild, e.Delay)
+		a.schedule(e.ID, e.Event, e.To, e.ToChild, "", e.Delay)
 	case EffectCancel:
 		for i := range a.timers {
 			if a.timers[i].id == e.ID {
@@ -471,25 +479,34 @@ type actorTimer struct {
 	event Event
 	due   float64
 	self  bool // the event goes to the actor itself
+	// Where else it goes: an actor, a child of the actor's by id, or an
+	// actor by its path from the root (ActorAt).
+	to    *Actor
+	child string
+	path  string
 }
 
-// schedule sets a timer for a delayed event (to nil: the actor itself;
-// child, when set, names the receiving child, found when the timer fires).
-func (a *Actor) schedule(id string, ev Event, to *Actor, child string, delay float64) {
-	self := to == nil && child == ""
-	if self {
-		to = a
-	}
+// schedule sets a timer for a delayed event to the actor itself, or to
+// another: to; the child with the id child, found when the timer fires;
+// or the actor at path (ActorAt), found then too.
+func (a *Actor) schedule(id string, ev Event, to *Actor, child, path string, delay float64) {
+	self := to == nil && child == "" && path == ""
 	tid := a.clock.SetTimeout(func() {
 		a.dropTimer(id)
-		if child != "" {
-			if to = a.snap.Child(child); to == nil {
-				return
-			}
+		dest := to
+		switch {
+		case self:
+			dest = a
+		case child != "":
+			dest = a.snap.Child(child)
+		case path != "":
+			dest = a.root().ActorAt(path)
 		}
-		to.Send(ev)
+		if dest != nil {
+			dest.Send(ev)
+		}
 	}, delay)
-	t := actorTimer{id: id, tid: tid, event: ev, due: a.clock.Now() + delay, self: self}
+	t := actorTimer{id: id, tid: tid, event: ev, due: a.clock.Now() + delay, self: self, to: to, child: child, path: path}
 	// A second timer with the same id replaces the first in the table but
 	// does not clear it, as in XState's scheduler.
 	for i := range a.timers {
@@ -501,15 +518,26 @@ func (a *Actor) schedule(id string, ev Event, to *Actor, child string, delay flo
 	a.timers = append(a.timers, t)
 }
 
-// PendingTimers returns the delayed events the actor will send itself, and
-// those its child machines (and theirs) will send themselves, with their
-// paths, for a server that persists them.
+// PendingTimers returns the actor's pending delayed events, and those of
+// its child machines (and theirs) with their paths, for a server that
+// persists them. An event for an actor that is no longer in the tree is
+// left out.
 func (a *Actor) PendingTimers() []PendingTimer {
 	var out []PendingTimer
 	for _, t := range a.timers {
-		if t.self {
-			out = append(out, PendingTimer{ID: t.id, Event: t.event, Due: t.due})
+		pt := PendingTimer{ID: t.id, Event: t.event, Due: t.due}
+		switch {
+		case t.self:
+		case t.path != "":
+			pt.To = t.path
+		case t.child != "":
+			pt.To = strings.TrimSuffix(a.treePath(), "/") + "/" + t.child
+		default:
+			if pt.To = t.to.treePath(); pt.To == "" {
+				continue
+			}
 		}
+		out = append(out, pt)
 	}
 	if a.snap == nil {
 		return out
@@ -525,6 +553,33 @@ func (a *Actor) PendingTimers() []PendingTimer {
 		}
 	}
 	return out
+}
+
+// treePath is the actor's path from the root of its tree, as ActorAt reads
+// it ("/" for the root), or "" when it is no longer in the tree.
+func (a *Actor) treePath() string {
+	var ids []string
+	for x := a; x.parent != nil; x = x.parent {
+		if x.parent.snap == nil || x.parent.snap.Child(x.ID) != x {
+			return ""
+		}
+		ids = append(ids, x.ID)
+	}
+	slices.Reverse(ids)
+	return "/" + strings.Join(ids, "/")
+}
+
+// ActorAt returns the actor of a tree path ("/" for the actor itself, the
+// root; "/a/b" for its child a's child b), or nil.
+func (a *Actor) ActorAt(path string) *Actor {
+	rest, ok := strings.CutPrefix(path, "/")
+	if !ok {
+		return nil
+	}
+	if rest == "" {
+		return a
+	}
+	return a.Descendant(strings.Split(rest, "/"))
 }
 
 // Descendant returns the child actor a path of ids leads to, from the

@@ -47,9 +47,12 @@ type Timer struct {
 	ID    string         `json:"id"`
 	Event map[string]any `json:"event"`
 	Due   time.Time      `json:"due"`
-	// Path names the child machine the event is for, by the ids from the
+	// Path names the child machine whose timer it is, by the ids from the
 	// instance's child down (none: the instance itself).
 	Path []string `json:"path,omitempty"`
+	// To, when set, is the actor the event goes to if not the timer's own,
+	// as a path from the instance ("/", "/child", "/child/grandchild").
+	To string `json:"to,omitempty"`
 }
 
 // Same reports whether two timers are one: the same id for the same

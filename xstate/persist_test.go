@@ -184,3 +184,62 @@ func TestChildTimersPersist(t *testing.T) {
 		t.Fatalf("the child's output: %v", b.Snapshot().Context)
 	}
 }
+
+// TestDelayedSendsPersist persists a delayed sendTo from a parent to its
+// child, then the child's delayed sendParent: each is a pending timer with
+// the actor it goes to, and restored it reaches that actor.
+func TestDelayedSendsPersist(t *testing.T) {
+	m, _, err := (&Loader{}).LoadModule(jsFile("relay-timers.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// restart persists a's snapshot and timers, stops it, and restores
+	// them in a new actor on a clock at the same time.
+	restart := func(a *interp.Actor, now float64) (*interp.Actor, *interp.SimClock, []interp.PendingTimer) {
+		t.Helper()
+		timers := a.PendingTimers()
+		data, err := json.Marshal(a.Snapshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Stop()
+		var p interp.Persisted
+		if err := json.Unmarshal(data, &p); err != nil {
+			t.Fatal(err)
+		}
+		s, err := m.Restore(&p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock := interp.NewSimClock()
+		clock.Advance(now)
+		b := interp.NewActor(m, interp.ActorOptions{Snapshot: s, Timers: timers, Clock: clock})
+		b.Start()
+		return b, clock, timers
+	}
+	clock := interp.NewSimClock()
+	a := interp.NewActor(m, interp.ActorOptions{Clock: clock})
+	a.Start()
+	a.Send(interp.Event{Type: "START"})
+	clock.Advance(40)
+	a, clock, timers := restart(a, 40)
+	if len(timers) != 1 || timers[0].To != "/w" || len(timers[0].Path) != 0 {
+		t.Fatalf("after START: timers %+v, want the parent's send to /w", timers)
+	}
+	// The child gets PING as the clock reaches 120 (a simulated clock's
+	// timers fire at the time it is moved to, as XState's do), and sends
+	// PONG 50 ms later.
+	clock.Advance(80)
+	a, clock, timers = restart(a, 120)
+	if len(timers) != 1 || timers[0].To != "/" || !slices.Equal(timers[0].Path, []string{"w"}) || timers[0].Due != 170 {
+		t.Fatalf("after PING: timers %+v, want the child's send to the root, due at 170", timers)
+	}
+	clock.Advance(49)
+	if v := a.Snapshot().Value(); v != "running" {
+		t.Fatalf("before PONG: %v", v)
+	}
+	clock.Advance(1)
+	if v := a.Snapshot().Value(); v != "ponged" {
+		t.Fatalf("after PONG: %v", v)
+	}
+}
