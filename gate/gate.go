@@ -738,7 +738,7 @@ type stepOutcome struct {
 // step runs an event on an instance, with its pending timers, on the wall
 // clock (timers fire through the gate's scheduler, not the actor's). A
 // timer that fires (fired) is left out of them, and its event goes to the
-// child machine the timer is for, if any.
+// actor of the instance it is for (a child's own timer, a delayed send).
 func (g *Gate) step(in *instance, ev interp.Event, fired *store.Timer) stepOutcome {
 	var out stepOutcome
 	var pending []interp.PendingTimer

@@ -169,11 +169,14 @@ func (g *Gate) fireTimer(ctx context.Context, k store.Key, t store.Timer) {
 		drop()
 		return
 	}
+	attrs := []any{"machine", m.ID, "handle", k.Handle, "event", ev.Type}
 	if len(t.Path) > 0 {
-		g.log.Info("timer fired", "machine", m.ID, "handle", k.Handle, "event", ev.Type, "child", strings.Join(t.Path, "/"))
-	} else {
-		g.log.Info("timer fired", "machine", m.ID, "handle", k.Handle, "event", ev.Type)
+		attrs = append(attrs, "child", strings.Join(t.Path, "/"))
 	}
+	if t.To != "" {
+		attrs = append(attrs, "to", t.To)
+	}
+	g.log.Info("timer fired", attrs...)
 	g.refresh(ctx, m, k.Handle)
 }
 
