@@ -498,7 +498,7 @@ func (c *compiler) prepareEntry(t *Transition) {
 func (c *compiler) invoke(n *StateNode, i int, d *InvokeDef) {
 	id := d.ID
 	if id == "" {
-		id = fmt.Sprintf("%s:invocation[%d]", n.ID, i)
+		id = fmt.Sprintf("%d.%s", i, n.ID) // XState's createInvokeId
 	}
 	inv := &Invocation{ID: id, Src: d.Src, Logic: d.Logic, Input: d.Input, SystemID: d.SystemID, Source: n}
 	if d.Src == "" && d.Logic == nil {

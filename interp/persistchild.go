@@ -46,7 +46,9 @@ func (a *Actor) persist() (PersistedChild, error) {
 	case *TransitionLogic:
 		v["context"] = a.state
 	case *ObservableLogic:
-		v["context"] = a.state
+		if a.state != nil {
+			v["context"] = a.state // an event observable's stays undefined
+		}
 		if a.input != nil {
 			v["input"] = a.input // to subscribe again
 		}
