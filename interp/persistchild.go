@@ -49,12 +49,14 @@ func (a *Actor) persist() (PersistedChild, error) {
 		if a.state != nil {
 			v["context"] = a.state // an event observable's stays undefined
 		}
-		if a.input != nil {
+		if a.input != nil && a.status == StatusActive {
 			v["input"] = a.input // to subscribe again
 		}
 	default:
-		if a.input != nil {
-			v["input"] = a.input // a promise's or callback's, to run it again
+		// A promise's or callback's, to run it again while active (XState
+		// drops a settled promise's).
+		if a.input != nil && a.status == StatusActive {
+			v["input"] = a.input
 		}
 	}
 	switch a.status {

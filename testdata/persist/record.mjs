@@ -6,7 +6,7 @@
 // new actor, runs its `after` events, and prints the persisted snapshot
 // and the restored actor's value, context and children.
 import * as esbuild from 'esbuild';
-import { createActor } from 'xstate';
+import { createActor, SimulatedClock } from 'xstate';
 import { readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -23,12 +23,15 @@ let mod;
 try { mod = await import(pathToFileURL(path).href); } finally { rmSync(path, { force: true }); }
 const machine = mod.default ?? mod.machine;
 const settle = () => new Promise((r) => setTimeout(r, 0));
-const a = createActor(machine, { input: c.input });
+// Time does not move (a simulated clock): delayed events stay pending.
+const quiet = { logger: () => {}, clock: new SimulatedClock() };
+const a = createActor(machine, { input: c.input, ...quiet });
 a.start();
+await settle(); // as the oracle's traces: promises settle before the first event
 for (const e of c.before) { a.send(e); await settle(); }
 const persisted = JSON.parse(JSON.stringify(a.getPersistedSnapshot()));
 a.stop();
-const b = createActor(machine, { snapshot: persisted, input: c.input });
+const b = createActor(machine, { snapshot: persisted, input: c.input, ...quiet });
 b.start();
 await settle();
 for (const e of c.after) { b.send(e); await settle(); }
