@@ -38,7 +38,7 @@ func TestPersistedChildren(t *testing.T) {
 			}
 			readJSON(t, file, &c)
 			readJSON(t, strings.TrimSuffix(file, ".persist.json")+".want.json", &want)
-			m, _, err := (&Loader{}).LoadModule(filepath.Join(filepath.Dir(file), c.Machine))
+			m, _, err := (&Loader{}).Load(filepath.Join(filepath.Dir(file), c.Machine))
 			if err != nil {
 				t.Fatal(err)
 			}
