@@ -1,8 +1,10 @@
 package xstate
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -369,5 +371,38 @@ func TestCheckReportsACopiedMachine(t *testing.T) {
 	lines := strings.Join(rep.Lines(), "\n")
 	if !rep.Failed() || rep.Files[0].File != copied || !rep.Files[0].Failed || rep.Files[1].Failed || !strings.Contains(lines, `machine id "lamp" is also the id of the machine of `+orig) {
 		t.Fatalf("report:\n%s", lines)
+	}
+}
+
+// recordLog is a slog handler that keeps its records.
+type recordLog struct{ recs *[]slog.Record }
+
+func (h recordLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h recordLog) Handle(_ context.Context, r slog.Record) error {
+	*h.recs = append(*h.recs, r)
+	return nil
+}
+func (h recordLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h recordLog) WithGroup(string) slog.Handler      { return h }
+
+// TestConsole runs a machine whose entry action uses the console: what it
+// writes goes to the loader's Console logger, at the matching levels, and
+// without one the action still runs.
+func TestConsole(t *testing.T) {
+	var recs []slog.Record
+	a := startModule(t, &Loader{Console: slog.New(recordLog{&recs})}, "console-all.mjs")
+	if a.Snapshot().Status != interp.StatusActive {
+		t.Fatalf("status %v: %v", a.Snapshot().Status, a.Snapshot().Err())
+	}
+	var got []string
+	for _, r := range recs {
+		got = append(got, r.Level.String()+" "+r.Message)
+	}
+	want := []string{`INFO hello {"a":1} [2] 3 undefined`, "INFO info", "WARN warn", "ERROR error", "DEBUG debug"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("console records %q, want %q", got, want)
+	}
+	if b := startModule(t, &Loader{}, "console-all.mjs"); b.Snapshot().Status != interp.StatusActive {
+		t.Fatalf("without a Console logger: status %v: %v", b.Snapshot().Status, b.Snapshot().Err())
 	}
 }

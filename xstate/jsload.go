@@ -3,6 +3,7 @@ package xstate
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -29,6 +30,10 @@ type Loader struct {
 	Registry *Registry
 	// Timeout bounds each call into JavaScript; DefaultTimeout when zero.
 	Timeout time.Duration
+	// Console receives what machines' code writes with console.log and the
+	// like, as log records (log and info at level Info, warn at Warn,
+	// error at Error, debug and trace at Debug); nil discards it.
+	Console *slog.Logger
 
 	once    sync.Once
 	prelude *goja.Program
@@ -73,7 +78,7 @@ func (l *Loader) loadModule(file string, roots func(*goja.Runtime, *goja.Object)
 	if err != nil {
 		return nil, nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Msg: "cannot compile the bundled module: " + err.Error()}}}
 	}
-	mod := &jsModule{file: file, files: files, prog: prog, prelude: prelude, timeout: l.timeout(), roots: roots, plainObjects: locksObjects(files)}
+	mod := &jsModule{file: file, files: files, prog: prog, prelude: prelude, timeout: l.timeout(), roots: roots, plainObjects: locksObjects(files), console: l.Console}
 	rt, described, err := mod.newRuntime()
 	if err != nil {
 		// The diagnostic names the file itself.

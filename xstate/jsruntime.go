@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math"
 	"reflect"
@@ -33,7 +34,8 @@ const maxCallStack = 4096
 // of the machines it defines.
 type jsModule struct {
 	file    string
-	files   []string // the files bundled (absolute paths)
+	files   []string     // the files bundled (absolute paths)
+	console *slog.Logger // where console.log and the like go; nil: nowhere
 	prog    *goja.Program
 	prelude *goja.Program
 	timeout time.Duration
@@ -294,6 +296,9 @@ func (m *jsModule) newRuntime() (*jsRuntime, []any, error) {
 	var exports *goja.Object
 	err := rt.guard(func() error {
 		if err := installSpread(vm); err != nil {
+			return err
+		}
+		if err := rt.installConsole(); err != nil {
 			return err
 		}
 		if _, err := vm.RunProgram(m.prelude); err != nil {

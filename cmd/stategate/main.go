@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"runtime/debug"
 	"strings"
@@ -38,7 +39,8 @@ func (c *traceCmd) Run(stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	m, err := cs.Load(nil)
+	// What the machine's code writes with console.log goes to stderr.
+	m, err := cs.Load(&xstate.Loader{Console: slog.New(slog.NewTextHandler(os.Stderr, nil))})
 	if err != nil {
 		return err
 	}

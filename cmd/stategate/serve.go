@@ -74,7 +74,7 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 		opts.SharedInstance = c.Instance
 	}
 	g := gate.New(opts)
-	loader := &xstate.Loader{Timeout: c.JSTimeout}
+	loader := &xstate.Loader{Timeout: c.JSTimeout, Console: log}
 	lib := gate.NewLibrary(g, loader, c.Machines, c.HandleKey)
 	if err := lib.Reload(); err != nil {
 		return err
