@@ -301,6 +301,9 @@ func (m *jsModule) newRuntime() (*jsRuntime, []any, error) {
 		if err := rt.installConsole(); err != nil {
 			return err
 		}
+		if err := rt.installGlobals(); err != nil {
+			return err
+		}
 		if _, err := vm.RunProgram(m.prelude); err != nil {
 			return err
 		}
