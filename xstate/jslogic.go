@@ -111,7 +111,10 @@ func (r *jsResolver) callback(f *jsFn) interp.ActorLogic {
 		}
 		args := rt.vm.NewObject()
 		_ = args.Set("input", rt.toJS(input))
+		_ = args.Set("system", rt.systemJS(self))
 		_ = args.Set("self", rt.selfJS(self))
+		_, emit := rt.promiseExtras()
+		_ = args.Set("emit", emit)
 		_ = args.Set("sendBack", func(call goja.FunctionCall) goja.Value {
 			if obj, ok := rt.fromJS(call.Argument(0)).(map[string]any); ok {
 				if ev, ok := interp.EventFromObject(obj); ok {
@@ -158,7 +161,10 @@ func (r *jsResolver) observable(f *jsFn, events bool) interp.ActorLogic {
 		}
 		args := rt.vm.NewObject()
 		_ = args.Set("input", rt.toJS(input))
+		_ = args.Set("system", rt.systemJS(self))
 		_ = args.Set("self", rt.selfJS(self))
+		_, emit := rt.promiseExtras()
+		_ = args.Set("emit", emit)
 		out, err := rt.callFn(f, label, args)
 		if err != nil {
 			r.mod.put(rt)

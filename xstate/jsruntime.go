@@ -105,6 +105,9 @@ type jsRuntime struct {
 	argBufs    []*[2]goja.Value // arguments of calls, by depth (invoke2)
 	logicArg   *argsObj         // the same for promise creators
 	events     map[string]goja.Value
+	// signal and emitNoop are what promise creators get as signal and
+	// emit (promiseExtras).
+	signal, emitNoop goja.Value
 }
 
 type idEntry struct {
@@ -801,7 +804,28 @@ func (rt *jsRuntime) logicArgs(input any, self *interp.Actor) *goja.Object {
 	}
 	ao.input = rt.toJS(input)
 	ao.self = rt.selfJS(self)
+	ao.actor, ao.system = self, nil
+	ao.signal, ao.emit = rt.promiseExtras()
 	return ao.o
+}
+
+// promiseExtras returns the signal and emit a promise creator gets, as
+// XState's: a signal that is never aborted (a promise settles within the
+// step that starts it, before its actor could be stopped) and an emit
+// that no one listens to (callback and observable actors get it too).
+// They are made once per runtime.
+func (rt *jsRuntime) promiseExtras() (signal, emit goja.Value) {
+	if rt.signal == nil {
+		v, err := rt.vm.RunString(`({ aborted: false, reason: undefined, onabort: null,
+  addEventListener() {}, removeEventListener() {}, dispatchEvent() { return true; },
+  throwIfAborted() {} })`)
+		if err != nil {
+			v = goja.Undefined()
+		}
+		rt.signal = v
+		rt.emitNoop = rt.vm.ToValue(func(goja.FunctionCall) goja.Value { return goja.Undefined() })
+	}
+	return rt.signal, rt.emitNoop
 }
 
 // argsObj is a reused argument object: a dynamic object whose properties
@@ -821,7 +845,9 @@ type argsObj struct {
 	spawner interp.Spawner
 	spawn   goja.Value
 	spawnFn goja.Value
-	extra   map[string]goja.Value
+	// signal and emit are a promise creator's (nil in other calls).
+	signal, emit goja.Value
+	extra        map[string]goja.Value
 }
 
 // newArgs makes an argument object; enqueue gives it enqueueActions'
@@ -858,6 +884,10 @@ func (ao *argsObj) field(key string) *goja.Value {
 		return &ao.system
 	case "spawn":
 		return &ao.spawn
+	case "signal":
+		return &ao.signal
+	case "emit":
+		return &ao.emit
 	}
 	return nil
 }
@@ -948,7 +978,7 @@ func (ao *argsObj) Delete(key string) bool {
 // object made for the call would have them.
 func (ao *argsObj) Keys() []string {
 	var keys []string
-	for _, k := range [...]string{"spawn", "enqueue", "check", "context", "event", "self", "system", "input"} {
+	for _, k := range [...]string{"spawn", "enqueue", "check", "context", "event", "self", "system", "input", "signal", "emit"} {
 		if *ao.field(k) != nil {
 			keys = append(keys, k)
 		}
