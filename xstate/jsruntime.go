@@ -1357,6 +1357,30 @@ func (rt *jsRuntime) snapshotJS(a *interp.Actor) goja.Value {
 		_ = o.Set("hasTag", func(call goja.FunctionCall) goja.Value {
 			return rt.vm.ToValue(s.HasTag(call.Argument(0).String()))
 		})
+		// tags: a Set, in the order of the active nodes; getMeta(): the
+		// meta of the active nodes that have one, by node id.
+		var tags []any
+		seen := map[string]bool{}
+		for _, n := range s.Nodes() {
+			for _, t := range n.Tags {
+				if !seen[t] {
+					seen[t] = true
+					tags = append(tags, t)
+				}
+			}
+		}
+		if set, err := rt.vm.New(rt.vm.Get("Set"), rt.vm.NewArray(tags...)); err == nil {
+			_ = o.Set("tags", set)
+		}
+		_ = o.Set("getMeta", func(goja.FunctionCall) goja.Value {
+			meta := rt.vm.NewObject()
+			for _, n := range s.Nodes() {
+				if n.Meta != nil {
+					_ = meta.Set(n.ID, rt.toJS(n.Meta))
+				}
+			}
+			return meta
+		})
 		_ = o.Set("can", func(call goja.FunctionCall) goja.Value {
 			obj, _ := rt.fromJS(call.Argument(0)).(map[string]any)
 			ev, ok := interp.EventFromObject(obj)
