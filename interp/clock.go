@@ -78,38 +78,50 @@ func (c *SimClock) Advance(ms float64) {
 	c.flush()
 }
 
+// maxFlushRounds bounds the rounds of one Advance: timers that keep
+// setting timers already due (a zero delay that reenters its state while
+// another timer waits) restart the round without end. XState's
+// SimulatedClock recurses until its stack overflows; stategate stops
+// firing, and the timers left stay pending.
+const maxFlushRounds = 10_000
+
 func (c *SimClock) flush() {
 	if c.flushing {
 		c.invalidated = true
 		return
 	}
-	due := false
-	for _, t := range c.timers {
-		if c.now-t.start >= t.ms {
-			due = true
-			break
-		}
-	}
-	if !due {
-		return
-	}
 	c.flushing = true
-	round := append(c.round[:0], c.timers...)
-	c.round = round
-	slices.SortStableFunc(round, func(a, b simTimer) int {
-		return cmp.Compare(a.start+a.ms, b.start+b.ms)
-	})
-	for _, t := range round {
-		if c.invalidated {
-			c.invalidated = false
-			c.flushing = false
-			c.flush()
+	defer func() { c.flushing = false }()
+	for range maxFlushRounds {
+		due := false
+		for _, t := range c.timers {
+			if c.now-t.start >= t.ms {
+				due = true
+				break
+			}
+		}
+		if !due {
 			return
 		}
-		if c.now-t.start >= t.ms {
-			c.remove(t.id)
-			t.fn()
+		round := append(c.round[:0], c.timers...)
+		c.round = round
+		slices.SortStableFunc(round, func(a, b simTimer) int {
+			return cmp.Compare(a.start+a.ms, b.start+b.ms)
+		})
+		restart := false
+		for _, t := range round {
+			if c.invalidated {
+				// A timer was set or cleared: the round starts over.
+				c.invalidated, restart = false, true
+				break
+			}
+			if c.now-t.start >= t.ms {
+				c.remove(t.id)
+				t.fn()
+			}
+		}
+		if !restart {
+			return
 		}
 	}
-	c.flushing = false
 }
