@@ -1,12 +1,15 @@
 package xstate
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"stategate/interp"
 )
 
 func TestParseJSONErrors(t *testing.T) {
@@ -182,5 +185,32 @@ func FuzzParseJSON(f *testing.F) {
 			c.Steps = append(c.Steps, Step{Send: []byte(`{}`), Event: eventOf(ev)})
 		}
 		c.Run(m)
+		// What an actor persists restores, with its pending timers, in an
+		// actor that starts and takes the events again.
+		clock := interp.NewSimClock()
+		a := interp.NewActor(m, interp.ActorOptions{Clock: clock})
+		a.Start()
+		for _, ev := range m.EventTypes {
+			a.Send(eventOf(ev))
+		}
+		timers := a.PendingTimers()
+		saved, err := json.Marshal(a.Snapshot())
+		if err != nil {
+			return // a context that is not JSON: the server refuses to save it
+		}
+		var p interp.Persisted
+		if err := json.Unmarshal(saved, &p); err != nil {
+			t.Fatalf("persisted snapshot %s does not read back: %v", saved, err)
+		}
+		s, err := m.Restore(&p)
+		if err != nil {
+			t.Fatalf("persisted snapshot %s does not restore: %v", saved, err)
+		}
+		b := interp.NewActor(m, interp.ActorOptions{Snapshot: s, Timers: timers, Clock: clock})
+		b.Start()
+		for _, ev := range m.EventTypes {
+			b.Send(eventOf(ev))
+		}
+		clock.Advance(1000)
 	})
 }
