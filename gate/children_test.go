@@ -50,13 +50,7 @@ func TestChildrenAcrossCallsAndRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := t.TempDir()
-	open := func() *store.Badger {
-		st, err := store.OpenBadger(data, store.BadgerOptions{GCInterval: -1, Logger: quietLog()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
+	open := func() *store.Badger { return openBadger(t, data) }
 	job := map[string]any{"job": "j1"}
 	with := func(kv ...any) map[string]any {
 		m := map[string]any{"job": "j1"}

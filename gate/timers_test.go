@@ -114,13 +114,7 @@ func TestHTTPRestartKeepsState(t *testing.T) {
 		}
 	}
 	data := t.TempDir()
-	open := func() *store.Badger {
-		st, err := store.OpenBadger(data, store.BadgerOptions{GCInterval: -1, Logger: quietLog()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
+	open := func() *store.Badger { return openBadger(t, data) }
 	st := open()
 	log := quietLog()
 	g := gate.New(gate.Options{Store: st, Logger: log})
@@ -256,4 +250,14 @@ export default createMachine({ id: 'probe', initial: 'idle', states: {
 		t.Fatalf("stored timers: %v", sc["timers"])
 	}
 	c.awaitState("probe_status", "answered")
+}
+
+// openBadger opens a Badger store in dir for a test.
+func openBadger(t *testing.T, dir string) *store.Badger {
+	t.Helper()
+	st, err := store.OpenBadger(dir, store.BadgerOptions{GCInterval: -1, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

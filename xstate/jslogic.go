@@ -100,6 +100,18 @@ func rejection(rt *jsRuntime, v goja.Value) error {
 	return e
 }
 
+// creatorArgs makes the {input, system, self, emit} a callback's or an
+// observable's creator gets (a callback's gets sendBack and receive too).
+func (rt *jsRuntime) creatorArgs(input any, self *interp.Actor) *goja.Object {
+	args := rt.vm.NewObject()
+	_ = args.Set("input", rt.toJS(input))
+	_ = args.Set("system", rt.systemJS(self))
+	_ = args.Set("self", rt.selfJS(self))
+	_, emit := rt.promiseExtras()
+	_ = args.Set("emit", emit)
+	return args
+}
+
 func (r *jsResolver) callback(f *jsFn) interp.ActorLogic {
 	label := fnLabel("callback actor", f, "")
 	return &interp.CallbackLogic{Start: func(self *interp.Actor, input any, sendBack func(interp.Event), receive func(func(interp.Event) error)) (func(), error) {
@@ -109,12 +121,7 @@ func (r *jsResolver) callback(f *jsFn) interp.ActorLogic {
 		if err != nil {
 			return nil, err
 		}
-		args := rt.vm.NewObject()
-		_ = args.Set("input", rt.toJS(input))
-		_ = args.Set("system", rt.systemJS(self))
-		_ = args.Set("self", rt.selfJS(self))
-		_, emit := rt.promiseExtras()
-		_ = args.Set("emit", emit)
+		args := rt.creatorArgs(input, self)
 		_ = args.Set("sendBack", func(call goja.FunctionCall) goja.Value {
 			if obj, ok := rt.fromJS(call.Argument(0)).(map[string]any); ok {
 				if ev, ok := interp.EventFromObject(obj); ok {
@@ -159,13 +166,7 @@ func (r *jsResolver) observable(f *jsFn, events bool) interp.ActorLogic {
 		if err != nil {
 			return nil, err
 		}
-		args := rt.vm.NewObject()
-		_ = args.Set("input", rt.toJS(input))
-		_ = args.Set("system", rt.systemJS(self))
-		_ = args.Set("self", rt.selfJS(self))
-		_, emit := rt.promiseExtras()
-		_ = args.Set("emit", emit)
-		out, err := rt.callFn(f, label, args)
+		out, err := rt.callFn(f, label, rt.creatorArgs(input, self))
 		if err != nil {
 			r.mod.put(rt)
 			return nil, err

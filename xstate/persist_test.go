@@ -150,28 +150,10 @@ func TestChildTimersPersist(t *testing.T) {
 	a.Start()
 	a.Send(interp.Event{Type: "START"})
 	clock.Advance(40)
-	timers := a.PendingTimers()
+	b, clock2, timers := restart(t, m, a, 40)
 	if len(timers) != 1 || !slices.Equal(timers[0].Path, []string{"w"}) || timers[0].Due != 100 {
 		t.Fatalf("pending timers %+v, want the child's, due at 100", timers)
 	}
-	data, err := json.Marshal(a.Snapshot())
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Stop()
-
-	var p interp.Persisted
-	if err := json.Unmarshal(data, &p); err != nil {
-		t.Fatal(err)
-	}
-	s, err := m.Restore(&p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock2 := interp.NewSimClock()
-	clock2.Advance(40)
-	b := interp.NewActor(m, interp.ActorOptions{Snapshot: s, Timers: timers, Clock: clock2})
-	b.Start()
 	clock2.Advance(59)
 	if v := b.Snapshot().Value(); v != "running" {
 		t.Fatalf("before the child's timer: %v", v)
@@ -193,36 +175,12 @@ func TestDelayedSendsPersist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// restart persists a's snapshot and timers, stops it, and restores
-	// them in a new actor on a clock at the same time.
-	restart := func(a *interp.Actor, now float64) (*interp.Actor, *interp.SimClock, []interp.PendingTimer) {
-		t.Helper()
-		timers := a.PendingTimers()
-		data, err := json.Marshal(a.Snapshot())
-		if err != nil {
-			t.Fatal(err)
-		}
-		a.Stop()
-		var p interp.Persisted
-		if err := json.Unmarshal(data, &p); err != nil {
-			t.Fatal(err)
-		}
-		s, err := m.Restore(&p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		clock := interp.NewSimClock()
-		clock.Advance(now)
-		b := interp.NewActor(m, interp.ActorOptions{Snapshot: s, Timers: timers, Clock: clock})
-		b.Start()
-		return b, clock, timers
-	}
 	clock := interp.NewSimClock()
 	a := interp.NewActor(m, interp.ActorOptions{Clock: clock})
 	a.Start()
 	a.Send(interp.Event{Type: "START"})
 	clock.Advance(40)
-	a, clock, timers := restart(a, 40)
+	a, clock, timers := restart(t, m, a, 40)
 	if len(timers) != 1 || timers[0].To != "/w" || len(timers[0].Path) != 0 {
 		t.Fatalf("after START: timers %+v, want the parent's send to /w", timers)
 	}
@@ -230,7 +188,7 @@ func TestDelayedSendsPersist(t *testing.T) {
 	// timers fire at the time it is moved to, as XState's do), and sends
 	// PONG 50 ms later.
 	clock.Advance(80)
-	a, clock, timers = restart(a, 120)
+	a, clock, timers = restart(t, m, a, 120)
 	if len(timers) != 1 || timers[0].To != "/" || !slices.Equal(timers[0].Path, []string{"w"}) || timers[0].Due != 170 {
 		t.Fatalf("after PING: timers %+v, want the child's send to the root, due at 170", timers)
 	}
@@ -242,4 +200,29 @@ func TestDelayedSendsPersist(t *testing.T) {
 	if v := a.Snapshot().Value(); v != "ponged" {
 		t.Fatalf("after PONG: %v", v)
 	}
+}
+
+// restart persists a's snapshot and pending timers, stops it, and restores
+// them in a new actor of m on a simulated clock at now, as a server does.
+func restart(t *testing.T, m *interp.Machine, a *interp.Actor, now float64) (*interp.Actor, *interp.SimClock, []interp.PendingTimer) {
+	t.Helper()
+	timers := a.PendingTimers()
+	data, err := json.Marshal(a.Snapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Stop()
+	var p interp.Persisted
+	if err := json.Unmarshal(data, &p); err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.Restore(&p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := interp.NewSimClock()
+	clock.Advance(now)
+	b := interp.NewActor(m, interp.ActorOptions{Snapshot: s, Timers: timers, Clock: clock})
+	b.Start()
+	return b, clock, timers
 }
