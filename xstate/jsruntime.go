@@ -1164,6 +1164,8 @@ func (s *selfObj) Get(key string) goja.Value {
 			return s.rt.actorRef(p)
 		}
 		return goja.Undefined()
+	case "system":
+		return s.rt.systemJS(s.actor) // self.system.get(...)
 	case "toJSON":
 		// As XState's actor refs: JSON shows {xstate$$type: 1, id}.
 		rt, id := s.rt, s.actor.ID
