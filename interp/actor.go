@@ -148,7 +148,7 @@ func (a *Actor) init() {
 			// A child machine's timer goes to the child made from the
 			// snapshot; one whose child is gone is dropped.
 			if d := a.Descendant(t.Path); d != nil && d.m != nil {
-				d.schedule(t.ID, t.Event, nil, "", t.To, t.Due-a.clock.Now())
+				d.schedule(t.ID, t.Event, nil, t.To, t.Due-a.clock.Now())
 			}
 		}
 		return
@@ -374,7 +374,12 @@ func (a *Actor) effect(e Effect) error {
 	case EffectExec:
 		return e.exec()
 	case EffectSchedule:
-		a.schedule(e.ID, e.Event, e.To, e.ToChild, "", e.Delay)
+		path := ""
+		if e.ToChild != "" {
+			// A child not started yet: found by its path when the timer fires.
+			path = strings.TrimSuffix(a.treePath(), "/") + "/" + e.ToChild
+		}
+		a.schedule(e.ID, e.Event, e.To, path, e.Delay)
 	case EffectCancel:
 		for i := range a.timers {
 			if a.timers[i].id == e.ID {
@@ -479,26 +484,22 @@ type actorTimer struct {
 	event Event
 	due   float64
 	self  bool // the event goes to the actor itself
-	// Where else it goes: an actor, a child of the actor's by id, or an
-	// actor by its path from the root (ActorAt).
-	to    *Actor
-	child string
-	path  string
+	// Where else it goes: an actor, or an actor by its path from the root
+	// (ActorAt), found when the timer fires.
+	to   *Actor
+	path string
 }
 
 // schedule sets a timer for a delayed event to the actor itself, or to
-// another: to; the child with the id child, found when the timer fires;
-// or the actor at path (ActorAt), found then too.
-func (a *Actor) schedule(id string, ev Event, to *Actor, child, path string, delay float64) {
-	self := to == nil && child == "" && path == ""
+// another: to, or the actor at path (ActorAt), found when the timer fires.
+func (a *Actor) schedule(id string, ev Event, to *Actor, path string, delay float64) {
+	self := to == nil && path == ""
 	tid := a.clock.SetTimeout(func() {
 		a.dropTimer(id)
 		dest := to
 		switch {
 		case self:
 			dest = a
-		case child != "":
-			dest = a.snap.Child(child)
 		case path != "":
 			dest = a.root().ActorAt(path)
 		}
@@ -506,7 +507,7 @@ func (a *Actor) schedule(id string, ev Event, to *Actor, child, path string, del
 			dest.Send(ev)
 		}
 	}, delay)
-	t := actorTimer{id: id, tid: tid, event: ev, due: a.clock.Now() + delay, self: self, to: to, child: child, path: path}
+	t := actorTimer{id: id, tid: tid, event: ev, due: a.clock.Now() + delay, self: self, to: to, path: path}
 	// A second timer with the same id replaces the first in the table but
 	// does not clear it, as in XState's scheduler.
 	for i := range a.timers {
@@ -530,8 +531,6 @@ func (a *Actor) PendingTimers() []PendingTimer {
 		case t.self:
 		case t.path != "":
 			pt.To = t.path
-		case t.child != "":
-			pt.To = strings.TrimSuffix(a.treePath(), "/") + "/" + t.child
 		default:
 			if pt.To = t.to.treePath(); pt.To == "" {
 				continue
@@ -740,7 +739,7 @@ func (a *Actor) subscribe(l *ObservableLogic) {
 		end() // it ended while it subscribed
 		return
 	}
-	a.cleanup = func() { end() }
+	a.cleanup = end
 }
 
 // processLogic gives an event to a child that is not a machine.
