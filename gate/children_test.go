@@ -1,7 +1,6 @@
 package gate_test
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -45,10 +44,7 @@ export default setup({
 // where it was (XState's persisted children), and the callback actor the
 // root invokes answers in every call.
 func TestChildrenAcrossCallsAndRestarts(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "relay.mjs"), []byte(relay), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := filepath.Dir(writeMachine(t, "relay.mjs", relay))
 	data := t.TempDir()
 	open := func() *store.Badger { return openBadger(t, data) }
 	job := map[string]any{"job": "j1"}

@@ -3,7 +3,6 @@ package gate_test
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -48,10 +47,7 @@ const door = `{"id":"door","initial":"closed","states":{
 
 func serveFlaky(t *testing.T) (*mcpClient, *flakyStore) {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "door.json"), []byte(door), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := filepath.Dir(writeMachine(t, "door.json", door))
 	st := &flakyStore{Store: store.NewMemory(), last: map[store.Key]store.Record{}}
 	return connect(t, serveStore(t, dir, st)), st
 }

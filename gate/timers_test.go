@@ -161,16 +161,13 @@ func (s logSignal) WithGroup(string) slog.Handler      { return s }
 // the instance keeps its state, and the timer is gone rather than fired
 // again and again.
 func TestTimerWhoseStepFails(t *testing.T) {
-	dir := t.TempDir()
 	src := `import { createMachine } from 'xstate';
 export default createMachine({ id: 'fuse', initial: 'idle', states: {
   idle: { on: { ARM: 'armed' } },
   armed: { after: { 50: { target: 'blown', actions: () => { throw new Error('short circuit'); } } },
            on: { DISARM: 'idle' } },
   blown: {} } });`
-	if err := os.WriteFile(filepath.Join(dir, "fuse.mjs"), []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := filepath.Dir(writeMachine(t, "fuse.mjs", src))
 	logs := make(logSignal, 16)
 	c := connect(t, serveLogged(t, dir, store.NewMemory(), slog.New(logs)))
 	if _, sc, _ := c.call("fuse_arm", nil); sc["state"] != "armed" {
@@ -201,7 +198,6 @@ export default createMachine({ id: 'fuse', initial: 'idle', states: {
 // waits on an after: the child's timer is stored with the instance and
 // fires after the call that started the child, moving the parent.
 func TestChildMachineTimerFires(t *testing.T) {
-	dir := t.TempDir()
 	src := `import { createMachine, assign } from 'xstate';
 const waiter = createMachine({ id: 'waiter', initial: 'waiting',
   states: { waiting: { after: { 150: 'done' } }, done: { type: 'final' } }, output: { waited: true } });
@@ -209,9 +205,7 @@ export default createMachine({ id: 'job', initial: 'idle', context: { result: nu
   idle: { on: { START: 'running' } },
   running: { invoke: { id: 'w', src: waiter, onDone: { target: 'finished', actions: assign({ result: ({ event }) => event.output }) } } },
   finished: { on: { ARCHIVE: 'idle' } } } });`
-	if err := os.WriteFile(filepath.Join(dir, "job.mjs"), []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := filepath.Dir(writeMachine(t, "job.mjs", src))
 	c := connect(t, serveStore(t, dir, store.NewMemory()))
 	if _, sc, _ := c.call("job_start", nil); sc["state"] != "running" {
 		t.Fatalf("start: %v", sc)
@@ -231,16 +225,13 @@ export default createMachine({ id: 'job', initial: 'idle', context: { result: nu
 // child a delayed event: the send is stored with the instance and reaches
 // the child after the call, whose answer moves the parent.
 func TestDelayedSendToChildFires(t *testing.T) {
-	dir := t.TempDir()
 	src := `import { createMachine, sendTo, sendParent } from 'xstate';
 const echo = createMachine({ id: 'echo', on: { PING: { actions: sendParent({ type: 'PONG' }) } } });
 export default createMachine({ id: 'probe', initial: 'idle', states: {
   idle: { on: { START: 'waiting' } },
   waiting: { entry: sendTo('w', { type: 'PING' }, { delay: 150 }), invoke: { id: 'w', src: echo }, on: { PONG: 'answered' } },
   answered: { on: { AGAIN: 'waiting' } } } });`
-	if err := os.WriteFile(filepath.Join(dir, "probe.mjs"), []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := filepath.Dir(writeMachine(t, "probe.mjs", src))
 	c := connect(t, serveStore(t, dir, store.NewMemory()))
 	if _, sc, _ := c.call("probe_start", nil); sc["state"] != "waiting" {
 		t.Fatalf("start: %v", sc)

@@ -141,15 +141,7 @@ func dropFalseSync(p any) {
 // path, and restored with the snapshot it fires in the child, whose done
 // event moves the parent.
 func TestChildTimersPersist(t *testing.T) {
-	m, _, err := (&Loader{}).LoadModule(jsFile("child-timer.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := interp.NewSimClock()
-	a := interp.NewActor(m, interp.ActorOptions{Clock: clock})
-	a.Start()
-	a.Send(interp.Event{Type: "START"})
-	clock.Advance(40)
+	m, a := startedAt40(t, "child-timer.mjs")
 	b, clock2, timers := restart(t, m, a, 40)
 	if len(timers) != 1 || !slices.Equal(timers[0].Path, []string{"w"}) || timers[0].Due != 100 {
 		t.Fatalf("pending timers %+v, want the child's, due at 100", timers)
@@ -171,15 +163,7 @@ func TestChildTimersPersist(t *testing.T) {
 // child, then the child's delayed sendParent: each is a pending timer with
 // the actor it goes to, and restored it reaches that actor.
 func TestDelayedSendsPersist(t *testing.T) {
-	m, _, err := (&Loader{}).LoadModule(jsFile("relay-timers.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := interp.NewSimClock()
-	a := interp.NewActor(m, interp.ActorOptions{Clock: clock})
-	a.Start()
-	a.Send(interp.Event{Type: "START"})
-	clock.Advance(40)
+	m, a := startedAt40(t, "relay-timers.mjs")
 	a, clock, timers := restart(t, m, a, 40)
 	if len(timers) != 1 || timers[0].To != "/w" || len(timers[0].Path) != 0 {
 		t.Fatalf("after START: timers %+v, want the parent's send to /w", timers)
@@ -225,4 +209,20 @@ func restart(t *testing.T, m *interp.Machine, a *interp.Actor, now float64) (*in
 	b := interp.NewActor(m, interp.ActorOptions{Snapshot: s, Timers: timers, Clock: clock})
 	b.Start()
 	return b, clock, timers
+}
+
+// startedAt40 starts an actor of a module of testdata/js on a simulated
+// clock, sends it START and moves the clock to 40 ms.
+func startedAt40(t *testing.T, name string) (*interp.Machine, *interp.Actor) {
+	t.Helper()
+	m, _, err := (&Loader{}).LoadModule(jsFile(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := interp.NewSimClock()
+	a := interp.NewActor(m, interp.ActorOptions{Clock: clock})
+	a.Start()
+	a.Send(interp.Event{Type: "START"})
+	clock.Advance(40)
+	return m, a
 }
