@@ -178,12 +178,7 @@ func (lib *Library) withoutClashes() []*Machine {
 	files := slices.Sorted(maps.Keys(lib.good))
 	// Files served now come first, then older files (a copy is newer than
 	// its original).
-	mtime := map[string]time.Time{}
-	for _, f := range files {
-		if info, err := os.Stat(f); err == nil {
-			mtime[f] = info.ModTime()
-		}
-	}
+	xstate.SortOldestFirst(files)
 	slices.SortStableFunc(files, func(a, b string) int {
 		_, sa := lib.served[a]
 		_, sb := lib.served[b]
@@ -193,7 +188,7 @@ func (lib *Library) withoutClashes() []*Machine {
 		case sb && !sa:
 			return 1
 		}
-		return mtime[a].Compare(mtime[b])
+		return 0
 	})
 	ids := map[string]string{}   // machine id -> file
 	names := map[string]string{} // tool name -> file

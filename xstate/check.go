@@ -166,23 +166,18 @@ func (l *Loader) Check(paths []string) (*Report, error) {
 	}
 	// Two machines of one folder with one id: a server serves the older
 	// file's. (Files named themselves are checked each on its own.)
-	byAge := make([]int, 0, len(rep.Files))
+	index := map[string]int{}
+	var byAge []string
 	for i, r := range rep.Files {
 		if r.id != "" && r.Skipped == "" && !r.Failed && !named[r.File] {
-			byAge = append(byAge, i)
+			index[r.File] = i
+			byAge = append(byAge, r.File)
 		}
 	}
-	mtime := func(f string) time.Time {
-		info, err := os.Stat(f)
-		if err != nil {
-			return time.Time{}
-		}
-		return info.ModTime()
-	}
-	slices.SortStableFunc(byAge, func(a, b int) int { return mtime(rep.Files[a].File).Compare(mtime(rep.Files[b].File)) })
+	SortOldestFirst(byAge)
 	owner := map[string]string{}
-	for _, i := range byAge {
-		r := &rep.Files[i]
+	for _, f := range byAge {
+		r := &rep.Files[index[f]]
 		if first, dup := owner[r.id]; dup {
 			r.Failed = true
 			r.Diags = append(r.Diags, Diagnostic{File: r.File, Msg: fmt.Sprintf("machine id %q is also the id of the machine of %s (older): a server serves that one", r.id, first)})
@@ -245,4 +240,17 @@ func checkFile(l *Loader, file string) CheckResult {
 	res.sources = Sources(file, m)
 	res.id = m.ID
 	return res
+}
+
+// SortOldestFirst sorts files by modification time, oldest first (a copy
+// is newer than its original), keeping the order of files of one time; a
+// file that cannot be read sorts first.
+func SortOldestFirst(files []string) {
+	mtime := make(map[string]time.Time, len(files))
+	for _, f := range files {
+		if info, err := os.Stat(f); err == nil {
+			mtime[f] = info.ModTime()
+		}
+	}
+	slices.SortStableFunc(files, func(a, b string) int { return mtime[a].Compare(mtime[b]) })
 }
