@@ -76,12 +76,12 @@ func setupWith(t testing.TB, extra map[string]string) (url string, g *gate.Gate)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	g = gate.New(gate.Options{Store: store.NewMemory(), Logger: log})
-	ms, errs := gate.LoadDir(&xstate.Loader{}, dir, "", log)
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	if err := g.SetMachines(ms); err != nil {
+	lib := gate.NewLibrary(g, &xstate.Loader{}, dir, "")
+	if err := lib.Reload(); err != nil {
 		t.Fatal(err)
+	}
+	if errs := lib.Errors(); len(errs) > 0 {
+		t.Fatal(errs)
 	}
 	h := g.HTTPHandler()
 	srv := httptest.NewServer(h)

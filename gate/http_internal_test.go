@@ -216,12 +216,12 @@ func bundledGate(t *testing.T) *Gate {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	g := New(Options{Logger: log})
-	ms, errs := LoadDir(&xstate.Loader{}, "../machines", "", log)
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	if err := g.SetMachines(ms); err != nil {
+	lib := NewLibrary(g, &xstate.Loader{}, "../machines", "")
+	if err := lib.Reload(); err != nil {
 		t.Fatal(err)
+	}
+	if errs := lib.Errors(); len(errs) > 0 {
+		t.Fatal(errs)
 	}
 	return g
 }

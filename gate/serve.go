@@ -11,51 +11,7 @@ import (
 	"strings"
 
 	"github.com/mark3labs/mcp-go/server"
-
-	"stategate/xstate"
 )
-
-// LoadDir loads every machine file under dir (subfolders included; dot
-// folders, dotfiles, backups, cases and implementations modules skipped).
-// A file that fails is reported and skipped, so one broken file does not
-// keep the others from being served.
-func LoadDir(l *xstate.Loader, dir, handleKey string, log *slog.Logger) ([]*Machine, []error) {
-	files, err := machineFiles(dir)
-	if err != nil {
-		return nil, []error{err}
-	}
-	var ms []*Machine
-	errs := map[string]error{}
-	for _, f := range files {
-		m, warns, err := LoadMachine(l, f, handleKey)
-		for _, w := range warns {
-			log.Warn(w.String())
-		}
-		if errors.Is(err, xstate.ErrNoMachine) {
-			continue // a helper module
-		}
-		if err != nil {
-			errs[f] = err
-			continue
-		}
-		ms = append(ms, m)
-	}
-	// A file another machine is built from is part of it (as Reload).
-	imported := importedBy(ms)
-	var out []*Machine
-	for _, m := range ms {
-		if !imported[absPath(m.File)] {
-			out = append(out, m)
-		}
-	}
-	var errList []error
-	for _, f := range files {
-		if err := errs[f]; err != nil && !imported[absPath(f)] {
-			errList = append(errList, err)
-		}
-	}
-	return out, errList
-}
 
 // ServeStdio serves MCP over standard input and output until ctx ends or
 // the input closes.
