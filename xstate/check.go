@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"stategate/interp"
 )
 
 // machineExts are the extensions of machine files.
@@ -48,10 +50,14 @@ type CheckResult struct {
 	Skipped string
 	States  int
 	Events  int
+	// Machine is the machine the file makes (nil when it failed).
+	Machine *interp.Machine
+	// Found is set for a file found in a folder, not named itself: the
+	// rules of a served folder (helpers, imported files, clashes) apply.
+	Found bool
 
 	noMachine bool     // failed for ErrNoMachine
 	sources   []string // the files it was built from (Sources)
-	id        string   // the machine's id
 }
 
 // Report is the result of checking files.
@@ -145,6 +151,7 @@ func (l *Loader) Check(paths []string) (*Report, error) {
 			// A helper module beside the machines, as a server skips it.
 			res = CheckResult{File: f, Skipped: "it exports no machine: a helper module"}
 		}
+		res.Found = !named[f]
 		rep.Files = append(rep.Files, res)
 	}
 	// A file another machine is built from (a JSON config a module
@@ -161,29 +168,8 @@ func (l *Loader) Check(paths []string) (*Report, error) {
 	}
 	for i, r := range rep.Files {
 		if abs, _ := filepath.Abs(r.File); importer[abs] != "" && !named[r.File] {
-			rep.Files[i] = CheckResult{File: r.File, Skipped: "part of the machine of " + importer[abs] + ", which imports it"}
+			rep.Files[i] = CheckResult{File: r.File, Found: true, Skipped: "part of the machine of " + importer[abs] + ", which imports it"}
 		}
-	}
-	// Two machines of one folder with one id: a server serves the older
-	// file's. (Files named themselves are checked each on its own.)
-	index := map[string]int{}
-	var byAge []string
-	for i, r := range rep.Files {
-		if r.id != "" && r.Skipped == "" && !r.Failed && !named[r.File] {
-			index[r.File] = i
-			byAge = append(byAge, r.File)
-		}
-	}
-	SortOldestFirst(byAge)
-	owner := map[string]string{}
-	for _, f := range byAge {
-		r := &rep.Files[index[f]]
-		if first, dup := owner[r.id]; dup {
-			r.Failed = true
-			r.Diags = append(r.Diags, Diagnostic{File: r.File, Msg: fmt.Sprintf("machine id %q is also the id of the machine of %s (older): a server serves that one", r.id, first)})
-			continue
-		}
-		owner[r.id] = r.File
 	}
 	return rep, nil
 }
@@ -238,7 +224,7 @@ func checkFile(l *Loader, file string) CheckResult {
 	res.States = len(m.Nodes)
 	res.Events = len(m.EventTypes)
 	res.sources = Sources(file, m)
-	res.id = m.ID
+	res.Machine = m
 	return res
 }
 

@@ -349,31 +349,6 @@ func TestCheckSkipsHelperModules(t *testing.T) {
 	}
 }
 
-// TestCheckReportsACopiedMachine checks a folder holding a machine file
-// and a newer copy of it (same id): the copy fails, naming the original.
-func TestCheckReportsACopiedMachine(t *testing.T) {
-	dir := t.TempDir()
-	orig, copied := filepath.Join(dir, "lamp.json"), filepath.Join(dir, "a-copy.json")
-	const lamp = `{"id":"lamp","initial":"off","states":{"off":{"on":{"ON":"off"}}}}`
-	for _, f := range []string{orig, copied} {
-		if err := os.WriteFile(f, []byte(lamp), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	old := time.Now().Add(-time.Hour)
-	if err := os.Chtimes(orig, old, old); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Check([]string{dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Join(rep.Lines(), "\n")
-	if !rep.Failed() || rep.Files[0].File != copied || !rep.Files[0].Failed || rep.Files[1].Failed || !strings.Contains(lines, `machine id "lamp" is also the id of the machine of `+orig) {
-		t.Fatalf("report:\n%s", lines)
-	}
-}
-
 // recordLog is a slog handler that keeps its records.
 type recordLog struct{ recs *[]slog.Record }
 

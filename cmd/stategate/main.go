@@ -16,6 +16,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"stategate/gate"
 	"stategate/xstate"
 )
 
@@ -80,11 +81,12 @@ func (c *benchCmd) Run(stdout io.Writer) error {
 }
 
 type checkCmd struct {
-	Files []string `arg:"" help:"Machine files, or folders to search for them."`
+	Files     []string `arg:"" help:"Machine files, or folders to search for them."`
+	HandleKey string   `placeholder:"NAME" help:"The handle key the server is given (its --handle-key), for the tools' schemas."`
 }
 
 func (c *checkCmd) Run(stdout io.Writer) error {
-	report, err := xstate.Check(c.Files)
+	report, err := gate.Check(&xstate.Loader{}, c.Files, c.HandleKey)
 	if err != nil {
 		return err
 	}

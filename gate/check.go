@@ -1,0 +1,69 @@
+package gate
+
+import (
+	"fmt"
+
+	"stategate/xstate"
+)
+
+// Check checks machine files as xstate.Check does, and then as a server
+// would serve them: each good machine's tools are built (two events
+// making one tool name, or a bad meta.tool.inputSchema, fail the file),
+// and among the files found in folders, a machine whose id or tool names
+// are taken by an older file's machine fails, as the server serves the
+// older one. handleKey is the server's --handle-key.
+func Check(l *xstate.Loader, paths []string, handleKey string) (*xstate.Report, error) {
+	rep, err := l.Check(paths)
+	if err != nil {
+		return nil, err
+	}
+	built := map[string]*Machine{}
+	var found []string
+	for i := range rep.Files {
+		r := &rep.Files[i]
+		if r.Failed || r.Skipped != "" || r.Machine == nil {
+			continue
+		}
+		m, err := newMachine(r.Machine, r.File, handleKey)
+		if err != nil {
+			r.Failed = true
+			r.Diags = append(r.Diags, xstate.Diagnostic{File: r.File, Msg: err.Error()})
+			continue
+		}
+		if r.Found {
+			built[r.File] = m
+			found = append(found, r.File)
+		}
+	}
+	xstate.SortOldestFirst(found)
+	ids := map[string]string{}   // machine id -> file
+	names := map[string]string{} // tool name -> file
+	index := map[string]int{}
+	for i, r := range rep.Files {
+		index[r.File] = i
+	}
+	for _, f := range found {
+		m, r := built[f], &rep.Files[index[f]]
+		var clash string
+		if first, dup := ids[m.ID]; dup {
+			clash = fmt.Sprintf("machine id %q is also the id of the machine of %s (older): a server serves that one", m.ID, first)
+		} else {
+			for _, n := range toolNames(m) {
+				if first, dup := names[n]; dup {
+					clash = fmt.Sprintf("tool %s is also a tool of the machine of %s (older): a server serves that one", n, first)
+					break
+				}
+			}
+		}
+		if clash != "" {
+			r.Failed = true
+			r.Diags = append(r.Diags, xstate.Diagnostic{File: f, Msg: clash})
+			continue
+		}
+		ids[m.ID] = f
+		for _, n := range toolNames(m) {
+			names[n] = f
+		}
+	}
+	return rep, nil
+}
