@@ -307,6 +307,9 @@ func (m *jsModule) newRuntime() (*jsRuntime, []any, error) {
 		if err := rt.installGlobals(); err != nil {
 			return err
 		}
+		if err := rt.installIntl(); err != nil {
+			return err
+		}
 		if _, err := vm.RunProgram(m.prelude); err != nil {
 			return err
 		}
