@@ -490,3 +490,32 @@ export default createMachine({
 		t.Fatalf("after the loop: %v", sc)
 	}
 }
+
+// TestToolAnnotations checks what clients are told of tools besides
+// their names: the status tool is read-only, event tools are not, and a
+// transition's meta.tool.title and annotations reach the listing (the
+// bundled payment machine marks VOID destructive).
+func TestToolAnnotations(t *testing.T) {
+	url, _ := setup(t)
+	a := connect(t, url)
+	tools := a.tools()
+	if ro := tools["invoice_status"].Annotations.ReadOnlyHint; ro == nil || !*ro {
+		t.Errorf("invoice_status is not read-only: %+v", tools["invoice_status"].Annotations)
+	}
+	if ro := tools["invoice_submit"].Annotations.ReadOnlyHint; ro == nil || *ro {
+		t.Errorf("invoice_submit is read-only: %+v", tools["invoice_submit"].Annotations)
+	}
+	if _, _, isErr := a.call("payment_authorize", map[string]any{"amount": 10}); isErr {
+		t.Fatal("authorize failed")
+	}
+	void, ok := a.tools()["payment_void"]
+	if !ok {
+		t.Fatal("payment_void not listed after authorize")
+	}
+	if d := void.Annotations.DestructiveHint; void.Title != "Void the authorization" || d == nil || !*d {
+		t.Errorf("payment_void: title %q, annotations %+v", void.Title, void.Annotations)
+	}
+	if d := a.tools()["payment_capture"].Annotations.DestructiveHint; d == nil || *d {
+		t.Errorf("payment_capture is destructive")
+	}
+}

@@ -292,6 +292,22 @@ func (g *Gate) mcpTool(name string, ref toolRef, compact bool) mcp.Tool {
 	t.Annotations.ReadOnlyHint = &readOnly
 	destructive := false
 	t.Annotations.DestructiveHint = &destructive
+	if ref.kind == eventTool {
+		t.Title = ref.tool.Title
+		hint := func(v bool) *bool { return &v }
+		for h, v := range ref.tool.Hints {
+			switch h {
+			case "readOnlyHint":
+				t.Annotations.ReadOnlyHint = hint(v)
+			case "destructiveHint":
+				t.Annotations.DestructiveHint = hint(v)
+			case "idempotentHint":
+				t.Annotations.IdempotentHint = hint(v)
+			case "openWorldHint":
+				t.Annotations.OpenWorldHint = hint(v)
+			}
+		}
+	}
 	return t
 }
 

@@ -70,3 +70,36 @@ export default createMachine({ id: 'fragile', initial: 'a', context: { n: 0 }, s
 		t.Fatalf("after a failed call: %v", sc)
 	}
 }
+
+// TestMetaTool checks meta.tool's fields as a machine gives them: title
+// and annotations reach the tool, and a field of the wrong type or an
+// unknown one is an error naming the event, the state and the field.
+func TestMetaTool(t *testing.T) {
+	load := func(tool string) (*gate.Machine, error) {
+		f := writeMachine(t, "m.json", `{"id":"m","initial":"a","states":{"a":{"on":{"GO":{"target":"a","meta":{"tool":`+tool+`}}}}}}`)
+		m, _, err := gate.LoadMachine(&xstate.Loader{}, f, "")
+		return m, err
+	}
+	m, err := load(`{"name":"m.go-now","title":"Go now","annotations":{"destructiveHint":true,"idempotentHint":false}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tl := m.Tools[0]; tl.Name != "m.go-now" || tl.Title != "Go now" || len(tl.Hints) != 2 || !tl.Hints["destructiveHint"] || tl.Hints["idempotentHint"] {
+		t.Fatalf("tool %+v", tl)
+	}
+	for tool, want := range map[string]string{
+		`"go"`:                                   "event GO in state a: meta.tool must be an object",
+		`{"name":5}`:                             "meta.tool.name must be a string",
+		`{"name":"go now"}`:                      `meta.tool.name "go now" is not a tool name`,
+		`{"titel":"Go"}`:                         "meta.tool.titel is not a field of meta.tool",
+		`{"inputSchema":[]}`:                     "meta.tool.inputSchema must be an object",
+		`{"annotations":{"destructive":true}}`:   "meta.tool.annotations.destructive is not a tool annotation",
+		`{"annotations":{"readOnlyHint":"yes"}}`: "meta.tool.annotations.readOnlyHint must be true or false",
+		`{"annotations":{"title":"Go"}}`:         "the title is meta.tool.title",
+		`{"compactDescription":{"text":"Go."}}`:  "meta.tool.compactDescription must be a string",
+	} {
+		if _, err := load(tool); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("meta.tool %s: err = %v, want %q", tool, err, want)
+		}
+	}
+}

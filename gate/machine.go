@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -47,6 +48,9 @@ type Tool struct {
 	// Compact is the description while the instance is in the machine's
 	// initial state (meta.tool.compactDescription), "" when none.
 	Compact string
+	// Title and Hints are meta.tool.title and meta.tool.annotations.
+	Title   string
+	Hints   map[string]bool
 	Schema  map[string]any // the input schema as listed
 	schema  *jsonschema.Schema
 	machine *Machine
@@ -107,13 +111,14 @@ func LoadMachine(l *xstate.Loader, file, defaultHandleKey string) (*Machine, []x
 }
 
 // listingVersion hashes what clients are shown of a machine's tools
-// (names, descriptions, schemas): a reload that keeps it tells nobody.
+// (names, titles, descriptions, schemas, annotations): a reload that
+// keeps it tells nobody.
 func listingVersion(m *Machine) string {
 	h := sha256.New()
 	enc := json.NewEncoder(h)
 	_ = enc.Encode([]string{m.ID, m.HandleKey, m.StatusTool, m.ResetTool})
 	for _, t := range m.Tools {
-		_ = enc.Encode([]any{t.Name, t.Event, t.Description, t.Compact, t.Schema})
+		_ = enc.Encode([]any{t.Name, t.Event, t.Description, t.Compact, t.Schema, t.Title, t.Hints})
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
@@ -137,25 +142,99 @@ func fileVersion(file string) string { return sourcesVersion([]string{file}) }
 
 // toolMeta is a transition's meta.tool.
 type toolMeta struct {
-	Name               string         `json:"name"`
-	CompactDescription string         `json:"compactDescription"`
-	InputSchema        map[string]any `json:"inputSchema"`
+	Name               string
+	Title              string
+	CompactDescription string
+	InputSchema        map[string]any
+	Hints              map[string]bool // annotations: readOnlyHint, ...
 }
 
-func metaTool(meta any) toolMeta {
+// toolHints are the annotations a machine may give a tool.
+var toolHints = []string{"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
+
+// validToolName is MCP's rule for tool names: 1 to 128 of A-Z, a-z,
+// 0-9, '_', '-' and '.'.
+func validToolName(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// metaTool reads a transition's meta.tool; a field of the wrong type, or
+// an unknown one (a typo would be ignored silently), is an error.
+func metaTool(meta any) (toolMeta, error) {
 	var tm toolMeta
 	m, ok := meta.(map[string]any)
-	if !ok {
-		return tm
+	if !ok || m["tool"] == nil {
+		return tm, nil
 	}
 	t, ok := m["tool"].(map[string]any)
 	if !ok {
-		return tm
+		return tm, fmt.Errorf("meta.tool must be an object")
 	}
-	tm.Name, _ = t["name"].(string)
-	tm.CompactDescription, _ = t["compactDescription"].(string)
-	tm.InputSchema, _ = t["inputSchema"].(map[string]any)
-	return tm
+	str := func(key string, v any) (string, error) {
+		s, ok := v.(string)
+		if !ok {
+			return "", fmt.Errorf("meta.tool.%s must be a string", key)
+		}
+		return s, nil
+	}
+	var err error
+	for _, key := range sortedKeys(t) {
+		v := t[key]
+		switch key {
+		case "name":
+			if tm.Name, err = str(key, v); err == nil && !validToolName(tm.Name) {
+				err = fmt.Errorf("meta.tool.name %q is not a tool name: use 1 to 128 letters, digits, '_', '-' or '.'", tm.Name)
+			}
+		case "title":
+			tm.Title, err = str(key, v)
+		case "compactDescription":
+			tm.CompactDescription, err = str(key, v)
+		case "inputSchema":
+			var ok bool
+			if tm.InputSchema, ok = v.(map[string]any); !ok {
+				err = fmt.Errorf("meta.tool.inputSchema must be an object (a JSON Schema)")
+			}
+		case "annotations":
+			a, ok := v.(map[string]any)
+			if !ok {
+				return tm, fmt.Errorf("meta.tool.annotations must be an object")
+			}
+			tm.Hints = map[string]bool{}
+			for _, h := range sortedKeys(a) {
+				b, isBool := a[h].(bool)
+				switch {
+				case !slices.Contains(toolHints, h):
+					return tm, fmt.Errorf("meta.tool.annotations.%s is not a tool annotation (they are %s; the title is meta.tool.title)", h, strings.Join(toolHints, ", "))
+				case !isBool:
+					return tm, fmt.Errorf("meta.tool.annotations.%s must be true or false", h)
+				}
+				tm.Hints[h] = b
+			}
+		default:
+			err = fmt.Errorf("meta.tool.%s is not a field of meta.tool (they are name, title, compactDescription, inputSchema and annotations)", key)
+		}
+		if err != nil {
+			return tm, err
+		}
+	}
+	return tm, nil
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func newMachine(m *interp.Machine, file, defaultHandleKey string) (*Machine, error) {
@@ -180,9 +259,18 @@ func newMachine(m *interp.Machine, file, defaultHandleKey string) (*Machine, err
 				if t.Description == "" && tr.Description != "" {
 					t.Description = tr.Description
 				}
-				mt := metaTool(tr.Meta)
+				mt, err := metaTool(tr.Meta)
+				if err != nil {
+					return nil, fmt.Errorf("event %s in state %s: %w", ev, n.PathString(), err)
+				}
 				if tm.Name == "" {
 					tm.Name = mt.Name
+				}
+				if tm.Title == "" {
+					tm.Title = mt.Title
+				}
+				if tm.Hints == nil {
+					tm.Hints = mt.Hints
 				}
 				if tm.CompactDescription == "" {
 					tm.CompactDescription = mt.CompactDescription
@@ -204,6 +292,7 @@ func newMachine(m *interp.Machine, file, defaultHandleKey string) (*Machine, err
 			t.Description = fmt.Sprintf("Send %s to the %s workflow. Accepted in: %s.", ev, gm.ID, strings.Join(accepting, ", "))
 		}
 		t.Compact = tm.CompactDescription
+		t.Title, t.Hints = tm.Title, tm.Hints
 		schema, err := inputSchema(tm.InputSchema, gm.HandleKey)
 		if err != nil {
 			return nil, fmt.Errorf("tool %s: inputSchema: %w", t.Name, err)

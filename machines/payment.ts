@@ -51,7 +51,11 @@ export default setup({
     authorized: {
       on: {
         CAPTURE: { target: 'captured', actions: 'capture', description: 'Capture the authorized amount.' },
-        VOID: { target: 'voided', description: 'Release the authorization without charging.' },
+        VOID: {
+          target: 'voided',
+          description: 'Release the authorization without charging.',
+          meta: { tool: { title: 'Void the authorization', annotations: { destructiveHint: true } } },
+        },
       },
     },
     captured: {
@@ -63,6 +67,9 @@ export default setup({
           description: 'Refund part or all of the captured amount.',
           meta: {
             tool: {
+              title: 'Refund',
+              // Money goes back to the card: clients may ask before calling.
+              annotations: { destructiveHint: true },
               inputSchema: {
                 type: 'object',
                 properties: { amount: { type: 'number', exclusiveMinimum: 0 } },
