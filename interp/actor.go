@@ -165,7 +165,7 @@ func (a *Actor) init() {
 	snap = seal(a.m, rt, snap)
 	a.releaseRuntime(own)
 	if err != nil {
-		snap = (&Snapshot{Machine: a.m, cfg: a.m.emptyConfig}).withStatus(StatusError, nil, err)
+		effects = nil // XState runs none of a failed start's actions
 	}
 	a.snap = snap
 	a.pending = effects
@@ -274,9 +274,23 @@ func (a *Actor) Start() {
 	effects := a.pending
 	a.pending = nil
 	rt, own := a.acquire()
+	// Events sent to the actor while it starts (a child's sendBack) wait
+	// until it has started, as in XState's mailbox.
+	a.busy = true
+	if a.snap.Status == StatusActive {
+		// As XState's machine logic does on start, the children of the
+		// initial snapshot start before its deferred actions run (so a
+		// child's timers are set before the parent's own).
+		for _, e := range effects {
+			if e.Kind == EffectStart && a.snap.Child(e.To.ID) == e.To && e.To.Status() == StatusActive {
+				e.To.Start()
+			}
+		}
+	}
 	a.update(a.snap, effects, rt)
 	a.snap = seal(a.m, rt, a.snap)
 	a.releaseRuntime(own)
+	a.busy = false
 	if a.sync && a.snap.Status == StatusActive {
 		a.sendSnapshot()
 	}

@@ -162,7 +162,7 @@ func (m *Machine) initial(actor *Actor, input any, rt any) (*Snapshot, []Effect,
 			st.spawned = st.spawned[:0]
 			v, err := m.context.Fn(Args{Context: s.Context, Event: ev, Input: input, Self: actor, Runtime: rt, Spawner: st}, nil)
 			if err != nil {
-				return nil, nil, err
+				return m.failedStart(s, err), nil, err
 			}
 			// The object the function made is the context, as in XState
 			// (contexts are never changed in place).
@@ -179,11 +179,11 @@ func (m *Machine) initial(actor *Actor, input any, rt any) (*Snapshot, []Effect,
 	}
 	next, err := st.microstep(m.init.one, s, ev, true)
 	if err != nil {
-		return nil, nil, err
+		return m.failedStart(s, err), nil, err
 	}
 	next, err = st.macrostep(next, ev)
 	if err != nil {
-		return nil, nil, err
+		return m.failedStart(s, err), nil, err
 	}
 	if !st.impure {
 		// No user code ran, so every actor of this machine starts the same
@@ -191,6 +191,24 @@ func (m *Machine) initial(actor *Actor, input any, rt any) (*Snapshot, []Effect,
 		m.initCache.Store(&initResult{snap: next, effects: st.effects})
 	}
 	return next, st.effects, nil
+}
+
+// failedStart is the snapshot of an actor whose initial step failed (a
+// context function, an assign or a guard that threw, a sendTo an actor
+// that does not exist), as XState's getInitialSnapshot makes it: the
+// snapshot from before the initial transition (its context, the root
+// alone active) with status error. Its value is the initial state's, as
+// XState completes a configuration of the root alone with the initial
+// descendants, but its tags are the root's. No effect runs.
+func (m *Machine) failedStart(pre *Snapshot, err error) *Snapshot {
+	set := newNodeSet(len(m.Nodes))
+	for _, n := range initialNodes(m.Root) {
+		set.add(n.Order)
+	}
+	s := &Snapshot{Machine: m, Context: pre.Context, cfg: m.intern(set, nil)}
+	s = s.withStatus(StatusError, nil, err)
+	s.x.rootTagsOnly = true
+	return s
 }
 
 // initResult is a machine's initial snapshot and effects, when they do not

@@ -49,6 +49,9 @@ type snapExtra struct {
 	// persisted are the children of a restored or detached snapshot, not
 	// actors yet: an actor started from the snapshot makes them.
 	persisted map[string]PersistedChild
+	// rootTagsOnly is set on the snapshot of a start that failed, whose
+	// tags are the root's (see failedStart).
+	rootTagsOnly bool
 }
 
 var noExtra snapExtra
@@ -170,16 +173,24 @@ func valueOf(n *StateNode, adj map[*StateNode][]*StateNode) any {
 // duplicates.
 func (s *Snapshot) Tags() []string {
 	var tags []string
-	for _, n := range s.Nodes() {
+	for _, n := range s.tagNodes() {
 		tags = append(tags, n.Tags...)
 	}
 	sort.Strings(tags)
 	return slices.Compact(tags)
 }
 
+// tagNodes are the nodes whose tags the snapshot has.
+func (s *Snapshot) tagNodes() []*StateNode {
+	if s.extra().rootTagsOnly {
+		return []*StateNode{s.Machine.Root}
+	}
+	return s.cfg.nodes
+}
+
 // HasTag reports whether an active state node has the tag.
 func (s *Snapshot) HasTag(tag string) bool {
-	for _, n := range s.cfg.nodes {
+	for _, n := range s.tagNodes() {
 		if slices.Contains(n.Tags, tag) {
 			return true
 		}

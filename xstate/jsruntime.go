@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math"
 	"reflect"
+	"regexp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -510,6 +511,26 @@ func (e *jsError) Unwrap() error { return e.cause }
 
 // jsErr converts a goja error to a jsError with the message XState would
 // show (String(error.message ?? error)).
+// goja's words for the commonest runtime errors, and V8's, which XState's
+// users (and traces) see: reading a property of undefined above all.
+var gojaReadOf = regexp.MustCompile(`^Cannot read property '(.*)' of (undefined or null|undefined|null)$`)
+
+// v8Message says an error of goja's as V8 says it, where the two differ
+// only in words.
+func v8Message(msg string) string {
+	if m := gojaReadOf.FindStringSubmatch(msg); m != nil {
+		of := m[2]
+		if of == "undefined or null" {
+			of = "undefined"
+		}
+		return "Cannot read properties of " + of + " (reading '" + m[1] + "')"
+	}
+	if msg == "No initial value" {
+		return "Reduce of empty array with no initial value"
+	}
+	return msg
+}
+
 func jsErr(err error) error {
 	var so *goja.StackOverflowError
 	if errors.As(err, &so) {
@@ -522,6 +543,12 @@ func jsErr(err error) error {
 		if o, ok := v.(*goja.Object); ok {
 			if m := o.Get("message"); m != nil && !goja.IsUndefined(m) {
 				msg = m.String()
+				if v8 := v8Message(msg); v8 != msg {
+					// The error as a machine sees it (an onError's
+					// event.error) says it as V8 does too.
+					_ = o.Set("message", v8)
+					msg = v8
+				}
 			}
 		}
 		return &jsError{msg: msg, cause: err}
