@@ -453,6 +453,21 @@ func (a *Actor) finish() {
 	}
 }
 
+// unregister takes the actor and its descendants out of the actor system
+// (XState's unregisterRecursively), children first.
+func (a *Actor) unregister() {
+	if a.m != nil && a.snap != nil {
+		for _, c := range a.snap.extra().children {
+			c.unregister()
+		}
+	}
+	if a.systemID != "" {
+		if r := a.root(); r.system[a.systemID] == a {
+			delete(r.system, a.systemID)
+		}
+	}
+}
+
 // halt stops taking events and cancels the actor's timers.
 func (a *Actor) halt() {
 	if a.systemID != "" {

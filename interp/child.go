@@ -240,6 +240,12 @@ func (st *stepper) resolveChildAction(s *Snapshot, ev Event, a Action, params an
 			x.children = maps.Clone(x.children)
 			delete(x.children, child.ID)
 			st.effects = append(st.effects, Effect{Kind: EffectStop, To: child})
+			if st.running {
+				// As XState does, the stopped actor (and its children) leave
+				// the actor system at once, though they stop later: an actor
+				// spawned next in the step may take the same system id.
+				child.unregister()
+			}
 		}
 	case *SendToAction:
 		st.impure = true
