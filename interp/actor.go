@@ -38,6 +38,8 @@ type Actor struct {
 	held    any
 	release func()
 
+	// noOutput is set when a promise resolved undefined (output is nil).
+	noOutput bool
 	// systemID is the actor's id in its tree's actor system ("" when it
 	// has none); the root keeps the registry (XState's system.get).
 	systemID string
@@ -439,11 +441,16 @@ func (a *Actor) finish() {
 	}
 	switch a.Status() {
 	case StatusDone:
-		out := a.output
-		if a.m != nil {
-			out = a.snap.Output()
+		data := map[string]any{"actorId": a.ID}
+		switch {
+		case a.m != nil && a.m.Root.Output != nil:
+			data["output"] = a.snap.Output()
+		case a.m == nil && !a.noOutput:
+			data["output"] = a.output
 		}
-		a.parent.Send(Event{Type: "xstate.done.actor." + a.ID, Data: map[string]any{"output": out, "actorId": a.ID}})
+		// Otherwise event.output is undefined: a machine with no output,
+		// a promise that resolved undefined.
+		a.parent.Send(Event{Type: "xstate.done.actor." + a.ID, Data: data})
 	case StatusError:
 		err := a.err
 		if a.m != nil {
@@ -677,6 +684,8 @@ func (a *Actor) startLogic() {
 			}
 			if err != nil {
 				a.status, a.err = StatusError, err
+			} else if _, undef := out.(Undefined); undef {
+				a.status, a.output, a.noOutput = StatusDone, nil, true
 			} else {
 				a.status, a.output = StatusDone, out
 			}
@@ -805,6 +814,10 @@ func (a *Actor) processLogic(ev Event) {
 // themselves or to each other without end (a sendTo whose target is
 // null sends to self); stategate stops the actor with ErrLoop instead.
 const MaxMailboxEvents = 100_000
+
+// Undefined is JavaScript's undefined where Go code must tell it from
+// null: a promise's output (its done event then has no output).
+type Undefined struct{}
 
 // root returns the root of the actor's tree.
 func (a *Actor) root() *Actor {

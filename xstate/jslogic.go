@@ -46,7 +46,7 @@ func (r *jsResolver) promise(f *jsFn) interp.ActorLogic {
 		}
 		p, isObj := out.(*goja.Object)
 		if !isObj {
-			settle(rt.keep(out), nil)
+			settle(rt.keepOutput(out), nil)
 			return nil
 		}
 		// The call ran the job queue when it returned: a promise that
@@ -54,7 +54,7 @@ func (r *jsResolver) promise(f *jsFn) interp.ActorLogic {
 		if pr, ok := p.Export().(*goja.Promise); ok {
 			switch pr.State() {
 			case goja.PromiseStateFulfilled:
-				settle(rt.keep(pr.Result()), nil)
+				settle(rt.keepOutput(pr.Result()), nil)
 				return nil
 			case goja.PromiseStateRejected:
 				settle(nil, rejection(rt, pr.Result()))
@@ -63,12 +63,12 @@ func (r *jsResolver) promise(f *jsFn) interp.ActorLogic {
 		}
 		then, _ := goja.AssertFunction(p.Get("then"))
 		if then == nil {
-			settle(rt.keep(out), nil)
+			settle(rt.keepOutput(out), nil)
 			return nil
 		}
 		// The reactions run in the job queue when the call below returns.
 		onResolve := rt.vm.ToValue(func(call goja.FunctionCall) goja.Value {
-			settle(rt.keep(call.Argument(0)), nil)
+			settle(rt.keepOutput(call.Argument(0)), nil)
 			return goja.Undefined()
 		})
 		onReject := rt.vm.ToValue(func(call goja.FunctionCall) goja.Value {

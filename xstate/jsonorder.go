@@ -17,6 +17,9 @@ import (
 type object struct {
 	keys []string
 	vals map[string]any
+	// undef are the keys a JavaScript object set to undefined, which
+	// vals leaves out (an assign removes them from the context).
+	undef []string
 	line int // the line of the opening brace
 }
 
@@ -202,6 +205,8 @@ func plain(v any) any {
 			out[i] = plain(e)
 		}
 		return out
+	case undefinedValue:
+		return nil // in an array; JSON's null
 	}
 	return v
 }

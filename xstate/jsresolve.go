@@ -394,6 +394,13 @@ func (r *jsResolver) assign(v any, label string) (interp.Action, error) {
 				static[i] = plain(x.vals[k])
 			}
 		}
+		// A key set to undefined leaves the context (JSON has no
+		// undefined: XState's context shows without it).
+		for _, k := range x.undef {
+			keys = append(keys, k)
+			fns = append(fns, nil)
+			static = append(static, undefinedValue{})
+		}
 		return assignProps(keys, fns, static, label), nil
 	}
 	return nil, errors.New("assign() needs a function or an object")
@@ -411,14 +418,18 @@ func assignProps(keys []string, fns []*jsFn, static []any, label string) interp.
 	return &interp.AssignAction{Into: func(a interp.Args, params any, ctx map[string]any) error {
 		for i, k := range keys {
 			if fns[i] == nil {
-				ctx[k] = static[i]
+				if _, undef := static[i].(undefinedValue); undef {
+					delete(ctx, k)
+				} else {
+					ctx[k] = static[i]
+				}
 				continue
 			}
 			rt, v, err := callFn(fns[i], labels[i], a, params)
 			if err != nil {
 				return err
 			}
-			ctx[k] = rt.lazy(v)
+			setOrDrop(ctx, k, v, rt)
 		}
 		return nil
 	}}
@@ -841,20 +852,27 @@ func plainObject(v goja.Value) *goja.Object {
 // assignment makes assign(o) for an object o. As XState's assign, it reads
 // o when the action runs: its functions are called with the action's
 // ({context, event, ...}, params), its other values are taken as they are.
+// setOrDrop sets a context key to a JavaScript value; undefined removes
+// the key, as JSON shows XState's context.
+func setOrDrop(ctx map[string]any, k string, v goja.Value, rt *jsRuntime) {
+	if v == nil || goja.IsUndefined(v) {
+		delete(ctx, k)
+		return
+	}
+	ctx[k] = rt.lazy(v)
+}
+
 func (rt *jsRuntime) assignment(o *goja.Object) interp.Action {
 	return &interp.AssignAction{Into: func(a interp.Args, params any, ctx map[string]any) error {
 		for _, k := range jsKeyOrder(rt.keysOf(o)) {
 			v := o.Get(k)
-			if v == nil || goja.IsUndefined(v) {
-				continue
-			}
 			if f, isFn := goja.AssertFunction(v); isFn {
 				var err error
 				if v, err = rt.invoke2(f, "assign", k, rt.callArgs(a), rt.paramsJS(params)); err != nil {
 					return err
 				}
 			}
-			ctx[k] = rt.lazy(v)
+			setOrDrop(ctx, k, v, rt)
 		}
 		return nil
 	}}

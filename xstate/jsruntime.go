@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -677,7 +678,9 @@ func (rt *jsRuntime) fromJSDepth(v goja.Value, depth int) any {
 	switch o.ClassName() {
 	case "Array", "Object":
 		if toJSON := o.Get("toJSON"); toJSON == nil || goja.IsUndefined(toJSON) {
-			return normalize(o.Export())
+			v := normalize(o.Export())
+			dropUndefined(o, v)
+			return v
 		}
 	case "Error":
 		m := map[string]any{}
@@ -742,6 +745,37 @@ func number(f float64) any {
 // normalize turns what goja's Export gives into JSON-like values, as
 // JSON.stringify would: integers become float64, NaN and infinities null,
 // functions and undefined are dropped from objects (null in arrays).
+// dropUndefined removes from v, the export of o, the object properties
+// that are undefined in o, which Export made nil: JSON (and so XState's
+// context as a trace shows it) has no such keys. An array keeps them as
+// null, as JSON does.
+func dropUndefined(o *goja.Object, v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			switch e.(type) {
+			case nil:
+				if p := o.Get(k); p == nil || goja.IsUndefined(p) {
+					delete(x, k)
+				}
+			case map[string]any, []any:
+				if po, ok := o.Get(k).(*goja.Object); ok {
+					dropUndefined(po, e)
+				}
+			}
+		}
+	case []any:
+		for i, e := range x {
+			switch e.(type) {
+			case map[string]any, []any:
+				if po, ok := o.Get(strconv.Itoa(i)).(*goja.Object); ok {
+					dropUndefined(po, e)
+				}
+			}
+		}
+	}
+}
+
 func normalize(v any) any {
 	switch x := v.(type) {
 	case nil, bool, string:
@@ -1257,6 +1291,15 @@ func (s *selfObj) plain() map[string]any {
 // keep converts a value to Go and remembers the conversion, so that the
 // next step gives the runtime back the same JavaScript value (an actor's
 // state, which the next step passes to JavaScript again).
+// keepOutput is keep for a promise's output, whose undefined the done
+// event shows as undefined (no output), not null.
+func (rt *jsRuntime) keepOutput(v goja.Value) any {
+	if v == nil || goja.IsUndefined(v) {
+		return interp.Undefined{}
+	}
+	return rt.keep(v)
+}
+
 func (rt *jsRuntime) keep(v goja.Value) any {
 	g := rt.fromJS(v)
 	rt.remember(g, v)
@@ -1285,11 +1328,7 @@ func (rt *jsRuntime) partialUpdate(v goja.Value, ctx map[string]any) {
 		return
 	}
 	for _, k := range rt.keysOf(o) {
-		e := o.Get(k)
-		if e == nil || goja.IsUndefined(e) {
-			continue
-		}
-		ctx[k] = rt.lazy(e)
+		setOrDrop(ctx, k, o.Get(k), rt)
 	}
 }
 

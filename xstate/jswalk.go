@@ -114,6 +114,7 @@ func (w *walker) walk(v goja.Value, depth int) (any, error) {
 			return nil, err
 		}
 		if _, undef := e.(undefinedValue); undef {
+			fields.undef = append(fields.undef, k)
 			continue
 		}
 		fields.keys = append(fields.keys, k)
