@@ -20,7 +20,7 @@ type object struct {
 	// undef are the keys a JavaScript object set to undefined, which
 	// vals leaves out (an assign removes them from the context).
 	undef []string
-	line int // the line of the opening brace
+	line  int // the line of the opening brace
 }
 
 func (o *object) get(k string) (any, bool) {
