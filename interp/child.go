@@ -85,10 +85,11 @@ type SendToAction struct {
 }
 
 // EnqueueAction is XState's enqueueActions: Fn returns the actions to run,
-// which are resolved at once, in order. check evaluates a guard as the
+// which are resolved at once, in order. params are the action's (when it
+// is a named action given {type, params}); check evaluates a guard as the
 // machine would.
 type EnqueueAction struct {
-	Fn func(a Args, check func(Guard) (bool, error)) ([]Action, error)
+	Fn func(a Args, params any, check func(Guard) (bool, error)) ([]Action, error)
 }
 
 func (*SpawnAction) actionType() string   { return "xstate.spawnChild" }
@@ -277,7 +278,9 @@ func (st *stepper) resolveChildAction(s *Snapshot, ev Event, a Action, params an
 		case string:
 			switch t {
 			case "#_parent":
-				to = st.parent()
+				if to = st.parent(); to == nil && st.actor != nil {
+					return nil, errNoParent(s)
+				}
 			case "#_internal":
 				to = st.actor
 			default:
@@ -296,7 +299,9 @@ func (st *stepper) resolveChildAction(s *Snapshot, ev Event, a Action, params an
 			to = t
 		case nil:
 			if a.Parent {
-				to = st.parent()
+				if to = st.parent(); to == nil && st.actor != nil {
+					return nil, errNoParent(s)
+				}
 			}
 		}
 		if to == nil && child == "" {
@@ -314,7 +319,7 @@ func (st *stepper) resolveChildAction(s *Snapshot, ev Event, a Action, params an
 	case *EnqueueAction:
 		st.impure = true
 		check := func(g Guard) (bool, error) { return st.evalGuard(g, s, s.Context, ev) }
-		actions, err := a.Fn(args, check)
+		actions, err := a.Fn(args, params, check)
 		if err != nil {
 			return nil, err
 		}
@@ -323,6 +328,12 @@ func (st *stepper) resolveChildAction(s *Snapshot, ev Event, a Action, params an
 		return nil, fmt.Errorf("unsupported action %T", a)
 	}
 	return s, nil
+}
+
+// errNoParent is XState's error for a sendParent from an actor that has no
+// parent (a root actor).
+func errNoParent(s *Snapshot) error {
+	return fmt.Errorf("Unable to send event to actor '#_parent' from machine '%s'.", s.Machine.ID)
 }
 
 // invokes reports whether the state being entered invokes a child with

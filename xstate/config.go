@@ -506,6 +506,11 @@ func (r *configReader) action(v any, sp string, line int, where string) interp.A
 	switch x := v.(type) {
 	case string:
 		return &interp.NamedAction{Type: x}
+	case []any:
+		// XState takes a list inside the list of actions for an action
+		// with no type, which does nothing.
+		r.warnf(sp, line, "%s: a list inside a list of actions is ignored (XState does nothing with it): write its actions in the outer list", where)
+		return nil
 	case *object:
 		tv, _ := x.get("type")
 		name, ok := tv.(string)

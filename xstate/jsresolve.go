@@ -439,7 +439,7 @@ func assignProps(keys []string, fns []*jsFn, static []any, label string) interp.
 // enqueue.assign, enqueue.raise, ...) and check, and the actions it
 // enqueues are read after it returns.
 func (r *jsResolver) enqueue(f *jsFn, label string) interp.Action {
-	return &interp.EnqueueAction{Fn: func(a interp.Args, check func(interp.Guard) (bool, error)) ([]interp.Action, error) {
+	return &interp.EnqueueAction{Fn: func(a interp.Args, params any, check func(interp.Guard) (bool, error)) ([]interp.Action, error) {
 		rt, err := runtimeOf(a)
 		if err != nil {
 			return nil, err
@@ -458,7 +458,7 @@ func (r *jsResolver) enqueue(f *jsFn, label string) interp.Action {
 		defer func() { *call = enqueueCall{} }()
 		rt.enq = call
 		args := rt.enqueueArgs(a)
-		if _, err := rt.callFn(f, label, args); err != nil {
+		if _, err := rt.callFn(f, label, args, rt.paramsJS(params)); err != nil {
 			if call.failed != nil {
 				return nil, call.failed
 			}
