@@ -246,6 +246,12 @@ func (st *stepper) resolveChildAction(s *Snapshot, ev Event, a Action, params an
 				// the actor system at once, though they stop later: an actor
 				// spawned next in the step may take the same system id.
 				child.unregister()
+				if !child.started {
+					// One that has not started (spawned in this step) is
+					// stopped now and never starts: its start-up code
+					// (a callback's sendBack, a machine's entry) never runs.
+					child.Stop()
+				}
 			}
 		}
 	case *SendToAction:
