@@ -44,6 +44,12 @@ type Actor struct {
 	// has none); the root keeps the registry (XState's system.get).
 	systemID string
 	system   map[string]*Actor
+	// The root's: how many calls into the tree (Start, Send) are in
+	// progress, and the promise outcomes waiting for them to end, as
+	// JavaScript's microtasks wait for the code that runs.
+	calls      int
+	microtasks []func()
+	flushing   bool
 
 	// The state of a child that is not a machine.
 	input     any
@@ -265,6 +271,7 @@ func (a *Actor) Start() {
 	if a.started || a.stopped {
 		return
 	}
+	defer a.enterTree()()
 	a.started = true
 	if a.m == nil {
 		a.startLogic()
@@ -306,6 +313,7 @@ func (a *Actor) Send(ev Event) {
 	if a.stopped {
 		return
 	}
+	defer a.enterTree()()
 	if !a.started || a.busy {
 		// Processed once the actor starts, or once the event in progress
 		// is done, as XState's mailbox.
@@ -679,17 +687,22 @@ func (a *Actor) startLogic() {
 	switch l := a.logic.(type) {
 	case *PromiseLogic:
 		err := l.Start(a, a.input, func(out any, err error) {
-			if a.status != StatusActive || a.stopped || a.opts.HoldPromises {
+			if a.opts.HoldPromises {
 				return
 			}
-			if err != nil {
-				a.status, a.err = StatusError, err
-			} else if _, undef := out.(Undefined); undef {
-				a.status, a.output, a.noOutput = StatusDone, nil, true
-			} else {
-				a.status, a.output = StatusDone, out
-			}
-			a.finish()
+			a.queueMicrotask(func() {
+				if a.status != StatusActive || a.stopped {
+					return
+				}
+				if err != nil {
+					a.status, a.err = StatusError, err
+				} else if _, undef := out.(Undefined); undef {
+					a.status, a.output, a.noOutput = StatusDone, nil, true
+				} else {
+					a.status, a.output = StatusDone, out
+				}
+				a.finish()
+			})
 		})
 		if err != nil && a.status == StatusActive {
 			a.status, a.err = StatusError, err
@@ -814,6 +827,44 @@ func (a *Actor) processLogic(ev Event) {
 // themselves or to each other without end (a sendTo whose target is
 // null sends to self); stategate stops the actor with ErrLoop instead.
 const MaxMailboxEvents = 100_000
+
+// enterTree notes a call into the actor's tree; the function it returns
+// ends it, and the outermost call's end delivers the promise outcomes
+// that waited (see queueMicrotask).
+func (a *Actor) enterTree() func() {
+	r := a.root()
+	r.calls++
+	return func() {
+		r.calls--
+		if r.calls > 0 || r.flushing {
+			return
+		}
+		r.flushing = true
+		for len(r.microtasks) > 0 {
+			f := r.microtasks[0]
+			r.microtasks = r.microtasks[1:]
+			r.calls++
+			f()
+			r.calls--
+		}
+		r.microtasks = nil
+		r.flushing = false
+	}
+}
+
+// queueMicrotask runs f once the calls into the tree in progress end, as
+// a promise's reactions run after the code that settled it: a promise
+// child's outcome reaches its parent after the siblings that start in
+// the same step (a callback's sendBack comes first, as in XState). With
+// no call in progress, f runs at once.
+func (a *Actor) queueMicrotask(f func()) {
+	r := a.root()
+	if r.calls == 0 {
+		f()
+		return
+	}
+	r.microtasks = append(r.microtasks, f)
+}
 
 // Undefined is JavaScript's undefined where Go code must tell it from
 // null: a promise's output (its done event then has no output).
