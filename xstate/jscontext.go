@@ -23,6 +23,9 @@ import (
 type ctxObj struct {
 	rt *jsRuntime
 	m  map[string]any
+	// owner is the snapshot whose context (or event) this is: an actor
+	// ref kept in it is revived as that snapshot's child.
+	owner *interp.Snapshot
 	// ev, for an event (isEvent), gives it its "type" (which m, the
 	// event's data, does not hold); a probed event notes the reads of its
 	// payload.
@@ -53,7 +56,7 @@ func (rt *jsRuntime) contextJS(ctx any) goja.Value {
 	if js := rt.cached(m); js != nil {
 		return js
 	}
-	o := rt.vm.NewDynamicObject(&ctxObj{rt: rt, m: m})
+	o := rt.vm.NewDynamicObject(&ctxObj{rt: rt, m: m, owner: rt.owner})
 	rt.remember(m, o)
 	return o
 }
@@ -64,7 +67,7 @@ func (rt *jsRuntime) eventObj(ev interp.Event) goja.Value {
 	if rt.mod.plainObjects && ev.Probe() == nil {
 		return rt.toJS(ev)
 	}
-	c := &ctxObj{rt: rt, m: ev.Data, ev: ev, isEvent: true}
+	c := &ctxObj{rt: rt, m: ev.Data, ev: ev, isEvent: true, owner: rt.owner}
 	return rt.vm.NewDynamicObject(c)
 }
 
@@ -97,7 +100,10 @@ func (c *ctxObj) Get(key string) goja.Value {
 	if !ok {
 		return nil
 	}
+	prev := c.rt.owner
+	c.rt.owner = c.owner
 	v := c.rt.toJS(g)
+	c.rt.owner = prev
 	if c.nMemo < len(c.memo) {
 		c.memo[c.nMemo] = ctxProp{key, v}
 		c.nMemo++

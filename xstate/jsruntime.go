@@ -75,6 +75,11 @@ type jsRuntime struct {
 	// the last self converted.
 	lastSelf   *interp.Actor
 	lastSelfJS goja.Value
+	// refs are the actor refs made, by actor (see actorRef).
+	refs map[*interp.Actor]*goja.Object
+	// owner is the snapshot of the call in progress, whose children the
+	// actor refs kept in its context are (see revive).
+	owner *interp.Snapshot
 	xs         *goja.Object // the shim's API, for enqueueActions
 	// enqueueActions' enqueue and check functions, made once; they act on
 	// the call in progress.
@@ -1073,6 +1078,10 @@ func isFunction(v goja.Value) bool {
 // fillArgs sets the context, event, self and input of a's call in a
 // reused argument object.
 func (rt *jsRuntime) fillArgs(ao *argsObj, a interp.Args) *goja.Object {
+	rt.owner = a.Snapshot
+	if rt.owner == nil && a.Self != nil {
+		rt.owner = a.Self.Snapshot()
+	}
 	ao.ctx = rt.contextJS(a.Context)
 	ao.ev = rt.eventJS(a.Event)
 	ao.actor, ao.system = a.Self, nil
@@ -1149,7 +1158,18 @@ func (rt *jsRuntime) selfJS(a *interp.Actor) goja.Value {
 
 // actorRef is an actor as code gets it (self, a child, system.get's).
 func (rt *jsRuntime) actorRef(a *interp.Actor) *goja.Object {
-	return rt.vm.NewDynamicObject(&selfObj{rt: rt, actor: a})
+	// One object per actor, so that refs compare equal as XState's do
+	// (a ref in the context === the snapshot's child); the map is
+	// dropped when it grows, as actors come and go.
+	if o, ok := rt.refs[a]; ok {
+		return o
+	}
+	o := rt.vm.NewDynamicObject(&selfObj{rt: rt, actor: a})
+	if rt.refs == nil || len(rt.refs) >= 256 {
+		rt.refs = map[*interp.Actor]*goja.Object{}
+	}
+	rt.refs[a] = o
+	return o
 }
 
 // keysOf returns an object's own enumerable string keys. goja's Keys
@@ -1169,7 +1189,7 @@ func (rt *jsRuntime) keysOf(o *goja.Object) []string {
 // call in progress has a child with that id, as XState revives the refs
 // of a restored context; else nil.
 func (rt *jsRuntime) revive(m map[string]any) goja.Value {
-	if len(m) != 2 || rt.lastSelf == nil {
+	if len(m) != 2 {
 		return nil
 	}
 	if t, _ := m["xstate$$type"].(float64); t != 1 {
@@ -1179,7 +1199,10 @@ func (rt *jsRuntime) revive(m map[string]any) goja.Value {
 	if !ok {
 		return nil
 	}
-	s := rt.lastSelf.Snapshot()
+	s := rt.owner
+	if s == nil && rt.lastSelf != nil {
+		s = rt.lastSelf.Snapshot()
+	}
 	if s == nil {
 		return nil
 	}
