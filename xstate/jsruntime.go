@@ -80,7 +80,7 @@ type jsRuntime struct {
 	// owner is the snapshot of the call in progress, whose children the
 	// actor refs kept in its context are (see revive).
 	owner *interp.Snapshot
-	xs         *goja.Object // the shim's API, for enqueueActions
+	xs    *goja.Object // the shim's API, for enqueueActions
 	// enqueueActions' enqueue and check functions, made once; they act on
 	// the call in progress.
 	enqueue *goja.Object
