@@ -14,7 +14,7 @@ export default setup({ actors: { kid } }).createMachine({
   context: ({ spawn }) => ({ status: null, same: null, pings: null, ref: spawn('kid', { id: 'r' }) }),
   invoke: { id: 'k', src: 'kid' },
   on: {
-    PING_OTHER: { actions: sendTo('k', { type: 'PING' }) },
+    PING_OTHER: { actions: [sendTo('k', { type: 'PING' }), assign({ status: 'pinged' })] },
     PING_REF: { actions: sendTo(({ context }) => context.ref, { type: 'PING' }) },
     READ: {
       actions: assign({
