@@ -296,7 +296,7 @@ func (a *Actor) Start() {
 			}
 		}
 	}
-	a.update(a.snap, effects, rt)
+	a.update(a.snap, startOrder(effects), rt)
 	a.snap = seal(a.m, rt, a.snap)
 	a.releaseRuntime(own)
 	a.busy = false
@@ -827,6 +827,35 @@ func (a *Actor) processLogic(ev Event) {
 // themselves or to each other without end (a sendTo whose target is
 // null sends to self); stategate stops the actor with ErrLoop instead.
 const MaxMailboxEvents = 100_000
+
+// startOrder orders the effects of an actor's initial step as XState
+// runs them when the actor starts: its custom actions (and logs) first,
+// then what XState's built-in actions defer once more (emitted events,
+// sends, timers, cancels, children's starts and stops). A custom action
+// that throws stops the actor before any of those.
+func startOrder(effects []Effect) []Effect {
+	later := 0
+	for _, e := range effects {
+		if e.Kind != EffectExec && e.Kind != EffectLog {
+			later++
+		}
+	}
+	if later == 0 || later == len(effects) {
+		return effects
+	}
+	out := make([]Effect, 0, len(effects))
+	for _, e := range effects {
+		if e.Kind == EffectExec || e.Kind == EffectLog {
+			out = append(out, e)
+		}
+	}
+	for _, e := range effects {
+		if e.Kind != EffectExec && e.Kind != EffectLog {
+			out = append(out, e)
+		}
+	}
+	return out
+}
 
 // enterTree notes a call into the actor's tree; the function it returns
 // ends it, and the outermost call's end delivers the promise outcomes

@@ -397,12 +397,26 @@ func (st *stepper) next(n *StateNode, s *Snapshot, ev Event) ([]*Transition, err
 		}
 		ok, err := st.evalGuard(t.Guard, s, s.Context, ev)
 		if err != nil {
+			// XState names a guard given by name, not a function (an
+			// inline guard, and(), or(), not(), stateIn()).
 			name := GuardType(t.Guard)
-			if name != "" {
+			if name != "" && !strings.HasPrefix(name, "xstate.") {
 				name = "'" + name + "' "
+			} else {
+				name = ""
+			}
+			// It reads the error's message: a thrown string has none.
+			msg := err.Error()
+			var m interface{ Message() (string, bool) }
+			if errors.As(err, &m) {
+				if text, has := m.Message(); has {
+					msg = text
+				} else {
+					msg = "undefined"
+				}
 			}
 			return nil, &GuardError{
-				Msg: fmt.Sprintf("Unable to evaluate guard %sin transition for event '%s' in state node '%s':\n%s", name, ev.Type, n.ID, err.Error()),
+				Msg: fmt.Sprintf("Unable to evaluate guard %sin transition for event '%s' in state node '%s':\n%s", name, ev.Type, n.ID, msg),
 				Err: err,
 			}
 		}

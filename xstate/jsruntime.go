@@ -507,12 +507,19 @@ type jsError struct {
 	msg   string
 	value any // the thrown value, as a Go value
 	cause error
+	// noMessage is set when the thrown value has no message property (a
+	// string was thrown): XState's guard errors then say undefined.
+	noMessage bool
 	// js is the thrown value in runtime rt, when known.
 	rt *jsRuntime
 	js goja.Value
 }
 
 func (e *jsError) Error() string { return e.msg }
+
+// Message is the thrown value's message property, as XState's wrapping
+// errors read it: false when it has none.
+func (e *jsError) Message() (string, bool) { return e.msg, !e.noMessage }
 func (e *jsError) Unwrap() error { return e.cause }
 
 // jsErr converts a goja error to a jsError with the message XState would
@@ -546,8 +553,10 @@ func jsErr(err error) error {
 	if errors.As(err, &ex) {
 		v := ex.Value()
 		msg := v.String()
+		noMessage := true
 		if o, ok := v.(*goja.Object); ok {
 			if m := o.Get("message"); m != nil && !goja.IsUndefined(m) {
+				noMessage = false
 				msg = m.String()
 				if v8 := v8Message(msg); v8 != msg {
 					// The error as a machine sees it (an onError's
@@ -557,7 +566,7 @@ func jsErr(err error) error {
 				}
 			}
 		}
-		return &jsError{msg: msg, cause: err}
+		return &jsError{msg: msg, cause: err, noMessage: noMessage}
 	}
 	var ie *goja.InterruptedError
 	if errors.As(err, &ie) {
