@@ -520,7 +520,7 @@ func (e *jsError) Error() string { return e.msg }
 // Message is the thrown value's message property, as XState's wrapping
 // errors read it: false when it has none.
 func (e *jsError) Message() (string, bool) { return e.msg, !e.noMessage }
-func (e *jsError) Unwrap() error { return e.cause }
+func (e *jsError) Unwrap() error           { return e.cause }
 
 // jsErr converts a goja error to a jsError with the message XState would
 // show (String(error.message ?? error)).
