@@ -94,6 +94,10 @@ func (g *Gate) callEvent(ctx context.Context, t *Tool, handle string, args map[s
 			return refusal("REJECTED", why, m, handle, g.view(in)), nil
 		}
 		out := g.step(in, ev, nil)
+		if out.crash != nil {
+			return errorResult("ERROR", fmt.Sprintf("ERROR: %s failed: %v (the instance keeps its state %s)", t.Name, out.crash, stateString(snap)),
+				map[string]any{"error": "ERROR", "message": out.crash.Error(), "state": snap.Value()}), nil
+		}
 		next, emitted := out.snap, out.emitted
 		if next.Status == interp.StatusError && snap.Status != interp.StatusError {
 			msg := "the machine failed"

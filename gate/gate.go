@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
@@ -749,14 +750,25 @@ type stepOutcome struct {
 	snap    *interp.Snapshot
 	timers  []store.Timer
 	emitted []map[string]any
+	// crash is set when the engine panicked (a bug of stategate's): the
+	// outcome is then the instance as it was.
+	crash error
 }
 
 // step runs an event on an instance, with its pending timers, on the wall
 // clock (timers fire through the gate's scheduler, not the actor's). A
 // timer that fires (fired) is left out of them, and its event goes to the
 // actor of the instance it is for (a child's own timer, a delayed send).
-func (g *Gate) step(in *instance, ev interp.Event, fired *store.Timer) stepOutcome {
-	var out stepOutcome
+func (g *Gate) step(in *instance, ev interp.Event, fired *store.Timer) (out stepOutcome) {
+	defer func() {
+		if r := recover(); r != nil {
+			// A bug of the engine must not take the server down, nor
+			// change the instance: the event is refused.
+			g.log.Error("internal error while running a machine; the instance keeps its state",
+				"machine", in.m.ID, "handle", in.handle, "event", ev.Type, "panic", r, "stack", string(debug.Stack()))
+			out = stepOutcome{snap: in.snap, timers: in.timers, crash: fmt.Errorf("internal error in stategate while handling %s: %v", ev.Type, r)}
+		}
+	}()
 	var pending []interp.PendingTimer
 	for _, t := range in.timers {
 		if fired != nil && t.Same(*fired) {

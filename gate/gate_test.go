@@ -1,12 +1,17 @@
 package gate_test
 
 import (
+	"io"
+	"log/slog"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"stategate/gate"
+	"stategate/interp"
+	"stategate/store"
 	"stategate/xstate"
 )
 
@@ -101,5 +106,43 @@ func TestMetaTool(t *testing.T) {
 		if _, err := load(tool); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("meta.tool %s: err = %v, want %q", tool, err, want)
 		}
+	}
+}
+
+// TestPanicKeepsTheServer checks that a panic while a machine runs (here
+// a Go action's; an engine bug would do the same) fails the call with an
+// error, keeps the instance as it was, and leaves the server serving.
+func TestPanicKeepsTheServer(t *testing.T) {
+	dir := t.TempDir()
+	src := `{"id":"m","initial":"a","context":{"n":0},"states":{"a":{"on":{
+		"BOOM":{"target":"b","actions":"explode"},
+		"INC":{"actions":"inc"}}},"b":{}}}`
+	if err := os.WriteFile(filepath.Join(dir, "m.json"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg := xstate.NewRegistry().
+		Action("explode", func(interp.Args, any) error { panic("kaboom") }).
+		Assign("inc", func(a interp.Args, _ any) (map[string]any, error) {
+			return map[string]any{"n": a.Context.(map[string]any)["n"].(float64) + 1}, nil
+		})
+	g := gate.New(gate.Options{Store: store.NewMemory(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	lib := gate.NewLibrary(g, &xstate.Loader{Registry: reg}, dir, "")
+	if err := lib.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	h := g.HTTPHandler()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	t.Cleanup(h.Close)
+	c := connect(t, srv.URL+"/mcp")
+	text, sc, isErr := c.call("m_boom", nil)
+	if !isErr || !strings.Contains(text, "kaboom") || !strings.Contains(text, "keeps its state a") || sc["error"] != "ERROR" {
+		t.Fatalf("boom: %v %q %v", isErr, text, sc)
+	}
+	if text, _, isErr := c.call("m_inc", nil); isErr {
+		t.Fatalf("inc after the panic: %s", text)
+	}
+	if _, sc, _ := c.call("m_status", nil); sc["state"] != "a" || sc["context"].(map[string]any)["n"] != 1.0 {
+		t.Fatalf("status after the panic: %v", sc)
 	}
 }

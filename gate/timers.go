@@ -160,7 +160,10 @@ func (g *Gate) fireTimer(ctx context.Context, k store.Key, t store.Timer) {
 	}
 	ev, _ := interp.EventFromObject(current.Event)
 	out := g.step(in, ev, current)
-	if out.snap.Status == interp.StatusError && in.snap.Status != interp.StatusError {
+	if out.crash != nil {
+		// Dropped, so that it does not fire (and fail) again and again.
+		out = stepOutcome{snap: in.snap, timers: withoutTimer(in.timers, *current)}
+	} else if out.snap.Status == interp.StatusError && in.snap.Status != interp.StatusError {
 		g.log.Error("timer: the machine failed; the instance keeps its state", "machine", m.ID, "handle", k.Handle, "event", ev.Type, "err", out.snap.Err())
 		out = stepOutcome{snap: in.snap, timers: withoutTimer(in.timers, *current)}
 	}

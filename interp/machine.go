@@ -302,6 +302,12 @@ func (c *compiler) finish(n *StateNode) {
 			}
 			c.prepare(t)
 			n.historyTo = t
+		} else if n.Parent.Type == Parallel {
+			// With nothing recorded, a history state of a parallel state
+			// enters the parallel state (every region), as in XState.
+			t := &Transition{Source: n, HasTarget: true, Targets: []*StateNode{n.Parent}}
+			c.prepare(t)
+			n.historyTo = t
 		} else if n.Parent.initial == nil && n.Parent.Type == Compound {
 			c.fail(n, "history state in a parent with no initial state")
 		}
