@@ -376,18 +376,16 @@ func (st *stepper) transitionNode(n *StateNode, s *Snapshot, ev Event) ([]*Trans
 }
 
 // next selects the node's own transition for an event: the candidates for
-// the event type (or else the matching wildcards, longest first), the
-// first whose guard passes.
+// the event type, then those of the matching wildcards (longest first),
+// as XState 5.33 orders them; the first whose guard passes.
 func (st *stepper) next(n *StateNode, s *Snapshot, ev Event) ([]*Transition, error) {
-	cands, exact := n.transitions[ev.Type]
-	if !exact && len(n.wildcards) > 0 {
-		for _, d := range n.wildcards {
-			if matchesWildcard(d, ev.Type) {
-				if cands == nil {
-					cands = n.transitions[d]
-				} else {
-					cands = append(cands[:len(cands):len(cands)], n.transitions[d]...)
-				}
+	cands := n.transitions[ev.Type]
+	for _, d := range n.wildcards {
+		if d != ev.Type && matchesWildcard(d, ev.Type) {
+			if cands == nil {
+				cands = n.transitions[d]
+			} else {
+				cands = append(cands[:len(cands):len(cands)], n.transitions[d]...)
 			}
 		}
 	}
@@ -740,7 +738,9 @@ func (st *stepper) microstep(ts []*Transition, s *Snapshot, ev Event, initial bo
 		return nil, err
 	}
 	cfg := s.cfg
-	if exited != nil || !entered.empty() {
+	if (exited != nil || !entered.empty()) && (histChanged || !set.equal(s.cfg.set)) {
+		// (The same nodes with no history recorded keep their order, as
+		// in XState.)
 		cfg = m.intern(set, orderOf(m, s.cfg, set, exited, entered))
 	}
 	return st.finishMicrostep(s, next, ev, cfg, history, histChanged)

@@ -260,7 +260,10 @@ func (m *Machine) computeStep(c *config, t *Transition, history historyValue) *s
 	if len(r.exits) > 0 {
 		exited = exit
 	}
-	if len(r.exits) == 0 && len(r.enters) == 0 {
+	if (len(r.exits) == 0 && len(r.enters) == 0) || (len(r.records) == 0 && set.equal(c.set)) {
+		// The same nodes (a state left and entered again) and no history
+		// recorded: XState keeps the snapshot's node order, and so the
+		// snapshot itself when nothing else changed.
 		r.next = c
 		return r
 	}

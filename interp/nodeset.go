@@ -1,6 +1,9 @@
 package interp
 
-import "math/bits"
+import (
+	"math/bits"
+	"slices"
+)
 
 // nodeSet is a set of state nodes of one machine, as a bitset indexed by
 // document order. Iterating it visits nodes in document order.
@@ -27,6 +30,8 @@ func (s nodeSet) intersects(o nodeSet) bool {
 	}
 	return false
 }
+
+func (s nodeSet) equal(o nodeSet) bool { return slices.Equal(s, o) }
 
 func (s nodeSet) empty() bool {
 	for _, w := range s {
