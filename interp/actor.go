@@ -40,6 +40,9 @@ type Actor struct {
 
 	// noOutput is set when a promise resolved undefined (output is nil).
 	noOutput bool
+	// noStart is set on a child stopped in the initial step of its parent
+	// that made it: it never starts.
+	noStart bool
 	// systemID is the actor's id in its tree's actor system ("" when it
 	// has none); the root keeps the registry (XState's system.get).
 	systemID string
@@ -268,7 +271,7 @@ func (a *Actor) Status() Status {
 // Start runs the deferred effects of the initial snapshot (custom entry
 // actions, timers, children) and lets the actor take events.
 func (a *Actor) Start() {
-	if a.started || a.stopped {
+	if a.started || a.stopped || a.noStart {
 		return
 	}
 	defer a.enterTree()()

@@ -207,7 +207,7 @@ func (m *Machine) failedStart(pre *Snapshot, err error) *Snapshot {
 	}
 	s := &Snapshot{Machine: m, Context: pre.Context, cfg: m.intern(set, nil)}
 	s = s.withStatus(StatusError, nil, err)
-	s.x.rootTagsOnly = true
+	s.x.onlyRoot = true
 	return s
 }
 

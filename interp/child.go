@@ -252,6 +252,10 @@ func (st *stepper) resolveChildAction(s *Snapshot, ev Event, a Action, params an
 					// (a callback's sendBack, a machine's entry) never runs.
 					child.Stop()
 				}
+			} else if !child.started {
+				// In an actor's initial step XState stops it (later, as the
+				// actor starts) before it would have started.
+				child.noStart = true
 			}
 		}
 	case *SendToAction:

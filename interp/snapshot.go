@@ -49,9 +49,10 @@ type snapExtra struct {
 	// persisted are the children of a restored or detached snapshot, not
 	// actors yet: an actor started from the snapshot makes them.
 	persisted map[string]PersistedChild
-	// rootTagsOnly is set on the snapshot of a start that failed, whose
-	// tags are the root's (see failedStart).
-	rootTagsOnly bool
+	// onlyRoot is set on the snapshot of a start that failed: XState's has
+	// the root alone as its active node, which its tags and stateIn('#id')
+	// see, though its value is the initial state's (see failedStart).
+	onlyRoot bool
 }
 
 var noExtra snapExtra
@@ -182,7 +183,7 @@ func (s *Snapshot) Tags() []string {
 
 // tagNodes are the nodes whose tags the snapshot has.
 func (s *Snapshot) tagNodes() []*StateNode {
-	if s.extra().rootTagsOnly {
+	if s.extra().onlyRoot {
 		return []*StateNode{s.Machine.Root}
 	}
 	return s.cfg.nodes
