@@ -166,6 +166,11 @@ func New(def *MachineDef) (*Machine, error) {
 	for _, n := range m.Nodes {
 		c.finish(n)
 	}
+	for _, n := range m.Nodes {
+		if n.Type == History && historyLoops(n) {
+			c.fail(n, "with nothing recorded, this history state resolves to itself (it is its parent's initial state, or its target leads back to it): entering it would never end (XState fails with \"Maximum call stack size exceeded\"); give it a target")
+		}
+	}
 	if len(c.errs) > 0 {
 		return nil, errors.Join(c.errs...)
 	}
@@ -557,4 +562,28 @@ type Invocation struct {
 	SyncSnapshot bool
 	spawn        *SpawnAction
 	stop         *StopAction
+}
+
+// historyLoops reports whether a history state's default, followed
+// through the history states it targets, leads back to it.
+func historyLoops(h *StateNode) bool {
+	seen := map[*StateNode]bool{}
+	var visit func(x *StateNode) bool
+	visit = func(x *StateNode) bool {
+		if seen[x] {
+			return false
+		}
+		seen[x] = true
+		def := historyDefault(x)
+		if def == nil {
+			return false
+		}
+		for _, t := range def.Targets {
+			if t == h || (t.Type == History && visit(t)) {
+				return true
+			}
+		}
+		return false
+	}
+	return visit(h)
 }

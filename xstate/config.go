@@ -435,8 +435,11 @@ func (r *configReader) transitions(v any, sp string, line int, where string) []*
 		t := &interp.TransitionDef{}
 		switch x := it.(type) {
 		case string:
-			t.Targets = []string{x}
-			t.HasTarget = true
+			// "" is XState's targetless transition (TARGETLESS_KEY).
+			if x != "" {
+				t.Targets = []string{x}
+				t.HasTarget = true
+			}
 		case *object:
 			for _, k := range x.keys {
 				if hint, bad := v4Keys[k]; bad {
@@ -445,7 +448,7 @@ func (r *configReader) transitions(v any, sp string, line int, where string) []*
 					r.warnf(sp, x.line, "%s: unknown transition key %q is ignored", where, k)
 				}
 			}
-			if tv, ok := x.get("target"); ok && tv != nil {
+			if tv, ok := x.get("target"); ok && tv != nil && tv != "" {
 				t.Targets = r.targets(tv, sp, x.line)
 				t.HasTarget = true
 			}

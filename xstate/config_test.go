@@ -25,6 +25,8 @@ func TestParseJSONErrors(t *testing.T) {
 		{"bad target", `{"id":"m","initial":"a","states":{"a":{"on":{"GO":42}}}}`, []string{`state a: on "GO": a transition must be a target string or an object`}},
 		{"missing target", `{"id":"m","initial":"a","states":{"a":{"on":{"GO":"zz"}},"b":{"on":{"BACK":"yy"}}}}`, []string{`state a: transition on event "GO"`, `state b: transition on event "BACK"`}},
 		{"onEntry", `{"id":"m","initial":"a","states":{"a":{"onEntry":"x"}}}`, []string{`"onEntry" is not an XState v5 state key: use ` + "`entry`"}},
+		{"history as its parent's initial", `{"id":"m","initial":"a","states":{"a":{"initial":"h","states":{"h":{"type":"history"},"x":{}}}}}`, []string{"state a.h: with nothing recorded, this history state resolves to itself"}},
+		{"history targets leading back", `{"id":"m","initial":"a","states":{"a":{"initial":"x","states":{"h1":{"type":"history","target":"h2"},"h2":{"type":"history","target":"h1"},"x":{}}}}}`, []string{"state a.h1: with nothing recorded", "state a.h2: with nothing recorded"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := ParseJSON("m.json", []byte(tc.src))

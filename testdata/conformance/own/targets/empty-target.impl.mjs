@@ -1,0 +1,2 @@
+import { assign } from 'xstate';
+export default { actions: { count: assign({ saves: ({ context }) => context.saves + 1 }) } };
