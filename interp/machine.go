@@ -317,7 +317,7 @@ func (c *compiler) finish(n *StateNode) {
 			c.fail(n, "history state in a parent with no initial state")
 		}
 	}
-	if d.Initial != "" && n.Type != Compound {
+	if d.Initial != "" && n.Type != Compound && n.Type != Parallel {
 		c.fail(n, "%q is not a compound state, so it cannot have an initial state", n.Type.String())
 	}
 	n.Entry = slices.Clone(d.Entry)
@@ -338,10 +338,7 @@ func (c *compiler) finish(n *StateNode) {
 		}
 	}
 	if len(d.OnDone) > 0 {
-		if n.Type != Compound && n.Type != Parallel {
-			c.fail(n, "onDone is only for compound and parallel states")
-			return
-		}
+		// On an atomic or final state it never fires, as in XState.
 		ev := "xstate.done.state." + n.ID
 		n.transitions[ev] = c.transitions(n, ev, d.OnDone)
 	}

@@ -252,7 +252,12 @@ func (r *configReader) state(o *object, key string, path []string, root bool) *i
 	default:
 		r.errorf(sp, o.line, "unknown state type %q (atomic, compound, parallel, final or history)", typ)
 	}
-	if v, ok := o.get("initial"); ok {
+	if v, ok := o.get("initial"); ok && d.Type != interp.Compound && d.Type != interp.Atomic {
+		// XState ignores the initial state of a parallel, final or history
+		// state (an atomic state with one is a compound state without
+		// children: an error below).
+		r.warnf(sp, o.line, "initial is ignored: a %s state has no initial state (XState ignores it too)", typeName(d.Type))
+	} else if ok {
 		switch x := v.(type) {
 		case string:
 			d.Initial = x
@@ -306,6 +311,9 @@ func (r *configReader) state(o *object, key string, path []string, root bool) *i
 	}
 	if v, ok := o.get("onDone"); ok {
 		d.OnDone = r.transitions(v, sp, o.line, "onDone")
+		if d.Type != interp.Compound && d.Type != interp.Parallel {
+			r.warnf(sp, o.line, "onDone is ignored: only a compound or parallel state is ever done (XState ignores it too)")
+		}
 	}
 	if v, ok := o.get("after"); ok {
 		after, isObj := v.(*object)
@@ -703,3 +711,5 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+func typeName(t interp.StateType) string { return t.String() }

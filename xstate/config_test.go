@@ -43,7 +43,8 @@ func TestParseJSONErrors(t *testing.T) {
 }
 
 func TestParseJSONWarnings(t *testing.T) {
-	_, warns, err := ParseJSON("m.json", []byte(`{"id":"m","initial":"a","states":{"a":{"intial":"x","on":{"GO":{"target":"a","gaurd":"g"}}}}}`))
+	_, warns, err := ParseJSON("m.json", []byte(`{"id":"m","initial":"a","states":{"a":{"intial":"x","on":{"GO":{"target":"a","gaurd":"g"}}},
+		"p":{"type":"parallel","initial":"r1","states":{"r1":{},"r2":{}}},"z":{"onDone":"a"}}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,8 @@ func TestParseJSONWarnings(t *testing.T) {
 		msgs = append(msgs, w.String())
 	}
 	got := strings.Join(msgs, "\n")
-	for _, w := range []string{`warning: state a: unknown key "intial" is ignored`, `unknown transition key "gaurd"`} {
+	for _, w := range []string{`warning: state a: unknown key "intial" is ignored`, `unknown transition key "gaurd"`,
+		`state p: initial is ignored: a parallel state has no initial state`, `state z: onDone is ignored`} {
 		if !strings.Contains(got, w) {
 			t.Errorf("warnings %q lack %q", got, w)
 		}
