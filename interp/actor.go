@@ -274,7 +274,8 @@ func (a *Actor) Start() {
 	if a.started || a.stopped || a.noStart {
 		return
 	}
-	defer a.enterTree()()
+	r := a.enterTree()
+	defer r.leaveTree()
 	a.started = true
 	if a.m == nil {
 		a.startLogic()
@@ -316,7 +317,8 @@ func (a *Actor) Send(ev Event) {
 	if a.stopped {
 		return
 	}
-	defer a.enterTree()()
+	r := a.enterTree()
+	defer r.leaveTree()
 	if !a.started || a.busy {
 		// Processed once the actor starts, or once the event in progress
 		// is done, as XState's mailbox.
@@ -860,28 +862,30 @@ func startOrder(effects []Effect) []Effect {
 	return out
 }
 
-// enterTree notes a call into the actor's tree; the function it returns
-// ends it, and the outermost call's end delivers the promise outcomes
-// that waited (see queueMicrotask).
-func (a *Actor) enterTree() func() {
+// enterTree notes a call into the actor's tree and returns its root,
+// whose leaveTree ends the call: the outermost call's end delivers the
+// promise outcomes that waited (see queueMicrotask).
+func (a *Actor) enterTree() *Actor {
 	r := a.root()
 	r.calls++
-	return func() {
-		r.calls--
-		if r.calls > 0 || r.flushing {
-			return
-		}
-		r.flushing = true
-		for len(r.microtasks) > 0 {
-			f := r.microtasks[0]
-			r.microtasks = r.microtasks[1:]
-			r.calls++
-			f()
-			r.calls--
-		}
-		r.microtasks = nil
-		r.flushing = false
+	return r
+}
+
+func (a *Actor) leaveTree() {
+	a.calls--
+	if a.calls > 0 || a.flushing {
+		return
 	}
+	a.flushing = true
+	for len(a.microtasks) > 0 {
+		f := a.microtasks[0]
+		a.microtasks = a.microtasks[1:]
+		a.calls++
+		f()
+		a.calls--
+	}
+	a.microtasks = nil
+	a.flushing = false
 }
 
 // queueMicrotask runs f once the calls into the tree in progress end, as
