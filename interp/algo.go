@@ -198,17 +198,11 @@ func (m *Machine) initial(actor *Actor, input any, rt any) (*Snapshot, []Effect,
 // that does not exist), as XState's getInitialSnapshot makes it: the
 // snapshot from before the initial transition (its context, the root
 // alone active) with status error. Its value is the initial state's, as
-// XState completes a configuration of the root alone with the initial
-// descendants, but its tags are the root's. No effect runs.
+// XState completes the nodes for the value (see Machine.full), but its
+// tags and stateIn('#id') see the root alone. No effect runs.
 func (m *Machine) failedStart(pre *Snapshot, err error) *Snapshot {
-	set := newNodeSet(len(m.Nodes))
-	for _, n := range initialNodes(m.Root) {
-		set.add(n.Order)
-	}
-	s := &Snapshot{Machine: m, Context: pre.Context, cfg: m.intern(set, nil)}
-	s = s.withStatus(StatusError, nil, err)
-	s.x.onlyRoot = true
-	return s
+	s := &Snapshot{Machine: m, Context: pre.Context, cfg: m.rootConfig}
+	return s.withStatus(StatusError, nil, err)
 }
 
 // initResult is a machine's initial snapshot and effects, when they do not
@@ -330,15 +324,18 @@ func (e *ThrownError) Error() string {
 // selectTransitions finds the transitions an event enables, as XState's
 // transitionNode: deepest states first, regions in the snapshot's order.
 func (st *stepper) selectTransitions(s *Snapshot, ev Event) ([]*Transition, error) {
-	return st.transitionNode(s.Machine.Root, s, ev)
+	// XState walks the state value, made of the completed nodes.
+	return st.transitionNode(s.Machine.Root, s, s.Machine.full(s.cfg), ev)
 }
 
-func (st *stepper) transitionNode(n *StateNode, s *Snapshot, ev Event) ([]*Transition, error) {
+func (st *stepper) transitionNode(n *StateNode, s *Snapshot, cfg *config, ev Event) ([]*Transition, error) {
 	switch n.Type {
 	case Compound:
-		for _, c := range n.regions {
-			if s.cfg.set.has(c.Order) {
-				ts, err := st.transitionNode(c, s, ev)
+		// The child the state value names: the first in the nodes' order
+		// (a completed configuration may hold two).
+		for _, c := range cfg.nodes {
+			if c.Parent == n {
+				ts, err := st.transitionNode(c, s, cfg, ev)
 				if err != nil || len(ts) > 0 {
 					return ts, err
 				}
@@ -350,9 +347,9 @@ func (st *stepper) transitionNode(n *StateNode, s *Snapshot, ev Event) ([]*Trans
 		// XState's state value).
 		var all []*Transition
 		shared := true // all is a result of transitionNode, not ours
-		for _, c := range s.cfg.nodes {
+		for _, c := range cfg.nodes {
 			if c.Parent == n {
-				ts, err := st.transitionNode(c, s, ev)
+				ts, err := st.transitionNode(c, s, cfg, ev)
 				if err != nil {
 					return nil, err
 				}

@@ -2,6 +2,7 @@ package interp
 
 import (
 	"encoding/binary"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -27,6 +28,87 @@ type config struct {
 	mu    sync.Mutex
 	steps atomic.Pointer[map[stepKey]*stepResult]
 	done  atomic.Pointer[config]
+	// full is the configuration completed as XState's getAllStateNodes
+	// completes one (see full); c itself when it is complete.
+	full atomic.Pointer[config]
+}
+
+// full returns c completed as XState completes a snapshot's nodes for its
+// value and for selecting an event's transitions (getAllStateNodes): a
+// compound state with no active child gets its initial descendants, a
+// parallel state its missing regions (at their initial states), every
+// node its ancestors. A configuration made by ordinary steps is complete;
+// XState leaves some incomplete (a transition into a region's history
+// taken with one that re-enters the parallel state): their tags, stateIn
+// and eventless transitions see the nodes as they are, their value and
+// events the completed ones.
+func (m *Machine) full(c *config) *config {
+	if f := c.full.Load(); f != nil {
+		return f
+	}
+	set := c.set.clone()
+	nodes := slices.Clone(c.nodes)
+	add := func(n *StateNode) {
+		if !set.has(n.Order) {
+			set.add(n.Order)
+			nodes = append(nodes, n)
+		}
+	}
+	// addInitial adds n's initial states with their ancestors up to n.
+	var addInitial func(n *StateNode)
+	addInitial = func(n *StateNode) {
+		add(n)
+		switch n.Type {
+		case Compound:
+			if n.initial != nil && len(n.initial.Targets) > 0 {
+				t := n.initial.Targets[0]
+				for a := t.Parent; a != nil && a != n; a = a.Parent {
+					add(a)
+				}
+				addInitial(t)
+			}
+		case Parallel:
+			for _, r := range n.regions {
+				if r.Type != History {
+					addInitial(r)
+				}
+			}
+		}
+	}
+	hasChild := func(n *StateNode) bool {
+		for _, k := range n.regions {
+			if c.set.has(k.Order) {
+				return true
+			}
+		}
+		return false
+	}
+	for i := 0; i < len(nodes); i++ {
+		n := nodes[i]
+		switch n.Type {
+		case Compound:
+			if i >= len(c.nodes) || !hasChild(n) {
+				addInitial(n)
+			}
+		case Parallel:
+			for _, r := range n.regions {
+				if r.Type != History && !set.has(r.Order) {
+					addInitial(r)
+				}
+			}
+		}
+	}
+	for i := 0; i < len(nodes); i++ {
+		for a := nodes[i].Parent; a != nil; a = a.Parent {
+			add(a)
+		}
+	}
+	f := c
+	if len(nodes) != len(c.nodes) {
+		f = m.intern(set, nodes)
+	}
+	c.full.Store(f)
+	return f
 }
 
 // doneConfig returns the configuration of a machine that reached its final

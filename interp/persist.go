@@ -152,7 +152,7 @@ func readValue(dec *json.Decoder) (Value, error) {
 
 // OrderedValue returns the state value with its keys in XState's order.
 func (s *Snapshot) OrderedValue() Value {
-	adj := s.adjacency()
+	adj := adjacency(s.Machine.full(s.cfg).nodes)
 	var walk func(n *StateNode) Value
 	walk = func(n *StateNode) Value {
 		kids := adj[n]

@@ -293,9 +293,6 @@ func (st *stepper) evalGuard(g Guard, s *Snapshot, ctx any, ev Event) (bool, err
 			if err != nil {
 				return false, err
 			}
-			if s.extra().onlyRoot {
-				return n == s.Machine.Root, nil
-			}
 			return s.cfg.set.has(n.Order), nil
 		}
 		return s.Matches(g.State), nil

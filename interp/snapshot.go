@@ -49,10 +49,6 @@ type snapExtra struct {
 	// persisted are the children of a restored or detached snapshot, not
 	// actors yet: an actor started from the snapshot makes them.
 	persisted map[string]PersistedChild
-	// onlyRoot is set on the snapshot of a start that failed: XState's has
-	// the root alone as its active node, which its tags and stateIn('#id')
-	// see, though its value is the initial state's (see failedStart).
-	onlyRoot bool
 }
 
 var noExtra snapExtra
@@ -137,16 +133,15 @@ func (s *Snapshot) Child(id string) *Actor { return s.extra().children[id] }
 // Value returns the state value as XState prints it: a string for an
 // atomic child of the root, else an object (map[string]any) of child keys.
 func (s *Snapshot) Value() any {
-	if s.cfg != nil && s.cfg.value != nil {
-		return s.cfg.value
+	cfg := s.Machine.full(s.cfg)
+	if cfg.value != nil {
+		return cfg.value
 	}
-	adj := s.adjacency()
-	return valueOf(s.Machine.Root, adj)
+	return valueOf(s.Machine.Root, adjacency(cfg.nodes))
 }
 
 // adjacency lists each active node's active children in XState's order.
-func (s *Snapshot) adjacency() map[*StateNode][]*StateNode {
-	nodes := s.Nodes()
+func adjacency(nodes []*StateNode) map[*StateNode][]*StateNode {
 	adj := make(map[*StateNode][]*StateNode, len(nodes))
 	for _, n := range nodes {
 		if n.Parent != nil {
@@ -182,12 +177,7 @@ func (s *Snapshot) Tags() []string {
 }
 
 // tagNodes are the nodes whose tags the snapshot has.
-func (s *Snapshot) tagNodes() []*StateNode {
-	if s.extra().onlyRoot {
-		return []*StateNode{s.Machine.Root}
-	}
-	return s.cfg.nodes
-}
+func (s *Snapshot) tagNodes() []*StateNode { return s.cfg.nodes }
 
 // HasTag reports whether an active state node has the tag.
 func (s *Snapshot) HasTag(tag string) bool {
