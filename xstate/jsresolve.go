@@ -458,7 +458,13 @@ func (r *jsResolver) enqueue(f *jsFn, label string) interp.Action {
 		defer func() { *call = enqueueCall{} }()
 		rt.enq = call
 		args := rt.enqueueArgs(a)
-		if _, err := rt.callFn(f, label, args, rt.paramsJS(params)); err != nil {
+		if params == nil {
+			// (One argument less keeps goja's stack smaller.)
+			_, err = rt.callFn(f, label, args)
+		} else {
+			_, err = rt.callFn(f, label, args, rt.paramsJS(params))
+		}
+		if err != nil {
 			if call.failed != nil {
 				return nil, call.failed
 			}
