@@ -36,8 +36,7 @@ func Check(l *xstate.Loader, paths []string, handleKey string) (*xstate.Report, 
 		}
 	}
 	xstate.SortOldestFirst(found)
-	ids := map[string]string{}   // machine id -> file
-	names := map[string]string{} // tool name -> file
+	held := claims{}
 	index := map[string]int{}
 	for i, r := range rep.Files {
 		index[r.File] = i
@@ -45,25 +44,18 @@ func Check(l *xstate.Loader, paths []string, handleKey string) (*xstate.Report, 
 	for _, f := range found {
 		m, r := built[f], &rep.Files[index[f]]
 		var clash string
-		if first, dup := ids[m.ID]; dup {
-			clash = fmt.Sprintf("machine id %q is also the id of the machine of %s (older): a server serves that one", m.ID, first)
-		} else {
-			for _, n := range toolNames(m) {
-				if first, dup := names[n]; dup {
-					clash = fmt.Sprintf("tool %s is also a tool of the machine of %s (older): a server serves that one", n, first)
-					break
-				}
-			}
+		switch kind, name, first := held.taken(m); kind {
+		case "id":
+			clash = fmt.Sprintf("machine id %q is also the id of the machine of %s (older): a server serves that one", name, first)
+		case "tool":
+			clash = fmt.Sprintf("tool %s is also a tool of the machine of %s (older): a server serves that one", name, first)
 		}
 		if clash != "" {
 			r.Failed = true
 			r.Diags = append(r.Diags, xstate.Diagnostic{File: f, Msg: clash})
 			continue
 		}
-		ids[m.ID] = f
-		for _, n := range toolNames(m) {
-			names[n] = f
-		}
+		held.take(m, f)
 	}
 	return rep, nil
 }

@@ -190,16 +190,13 @@ func (lib *Library) withoutClashes() []*Machine {
 		}
 		return 0
 	})
-	ids := map[string]string{}   // machine id -> file
-	names := map[string]string{} // tool name -> file
+	held := claims{}
 	clash := func(m *Machine) error {
-		if f, dup := ids[m.ID]; dup {
-			return fmt.Errorf("%w: machine id %q is already served from %s", ErrToolClash, m.ID, f)
-		}
-		for _, n := range toolNames(m) {
-			if f, dup := names[n]; dup {
-				return fmt.Errorf("%w: tool %s is already served from %s", ErrToolClash, n, f)
-			}
+		switch kind, name, f := held.taken(m); kind {
+		case "id":
+			return fmt.Errorf("%w: machine id %q is already served from %s", ErrToolClash, name, f)
+		case "tool":
+			return fmt.Errorf("%w: tool %s is already served from %s", ErrToolClash, name, f)
 		}
 		return nil
 	}
@@ -217,14 +214,41 @@ func (lib *Library) withoutClashes() []*Machine {
 				continue
 			}
 		}
-		ids[m.ID] = f
-		for _, n := range toolNames(m) {
-			names[n] = f
-		}
+		held.take(m, f)
 		out = append(out, m)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].File < out[j].File })
 	return out
+}
+
+// claims records which file's machine holds each machine id and tool
+// name, for the rule that a folder's first machine keeps them.
+type claims struct{ ids, names map[string]string }
+
+// taken returns what of m's a machine taken before holds: kind "id" (its
+// machine id) or "tool" (a tool name), the name, and that machine's file;
+// kind "" when nothing.
+func (c *claims) taken(m *Machine) (kind, name, file string) {
+	if f, dup := c.ids[m.ID]; dup {
+		return "id", m.ID, f
+	}
+	for _, n := range toolNames(m) {
+		if f, dup := c.names[n]; dup {
+			return "tool", n, f
+		}
+	}
+	return "", "", ""
+}
+
+// take records m's id and tool names as held by file.
+func (c *claims) take(m *Machine, file string) {
+	if c.ids == nil {
+		c.ids, c.names = map[string]string{}, map[string]string{}
+	}
+	c.ids[m.ID] = file
+	for _, n := range toolNames(m) {
+		c.names[n] = file
+	}
 }
 
 // toolNames lists the names of a machine's tools, built-in ones included.

@@ -839,23 +839,29 @@ const MaxMailboxEvents = 100_000
 // sends, timers, cancels, children's starts and stops). A custom action
 // that throws stops the actor before any of those.
 func startOrder(effects []Effect) []Effect {
-	later := 0
+	// Most often already in that order: then no copy (the slice may be a
+	// machine's cached initial effects, shared by its actors).
+	first := func(e Effect) bool { return e.Kind == EffectExec || e.Kind == EffectLog }
+	sorted, seenLater := true, false
 	for _, e := range effects {
-		if e.Kind != EffectExec && e.Kind != EffectLog {
-			later++
+		if !first(e) {
+			seenLater = true
+		} else if seenLater {
+			sorted = false
+			break
 		}
 	}
-	if later == 0 || later == len(effects) {
+	if sorted {
 		return effects
 	}
 	out := make([]Effect, 0, len(effects))
 	for _, e := range effects {
-		if e.Kind == EffectExec || e.Kind == EffectLog {
+		if first(e) {
 			out = append(out, e)
 		}
 	}
 	for _, e := range effects {
-		if e.Kind != EffectExec && e.Kind != EffectLog {
+		if !first(e) {
 			out = append(out, e)
 		}
 	}

@@ -331,10 +331,15 @@ func (st *stepper) selectTransitions(s *Snapshot, ev Event) ([]*Transition, erro
 func (st *stepper) transitionNode(n *StateNode, s *Snapshot, cfg *config, ev Event) ([]*Transition, error) {
 	switch n.Type {
 	case Compound:
-		// The child the state value names: the first in the nodes' order
-		// (a completed configuration may hold two).
-		for _, c := range cfg.nodes {
-			if c.Parent == n {
+		// The child the state value names: the active one, or in a
+		// completed configuration (which may hold two) the first in the
+		// nodes' order.
+		kids := n.regions
+		if cfg != s.cfg {
+			kids = cfg.nodes
+		}
+		for _, c := range kids {
+			if c.Parent == n && cfg.set.has(c.Order) {
 				ts, err := st.transitionNode(c, s, cfg, ev)
 				if err != nil || len(ts) > 0 {
 					return ts, err
