@@ -17,7 +17,7 @@ import (
 type Case struct {
 	Path            string
 	Description     string
-	Machine         string // relative to the case file
+	Machine         string // relative to the case file, or absolute
 	Implementations string
 	Input           any
 	HasInput        bool
@@ -101,7 +101,7 @@ func (c *Case) Load(l *Loader) (*interp.Machine, error) {
 	if l == nil {
 		l = &Loader{}
 	}
-	file := filepath.Join(filepath.Dir(c.Path), c.Machine)
+	file := c.resolve(c.Machine)
 	var m *interp.Machine
 	var err error
 	if strings.EqualFold(filepath.Ext(file), ".json") {
@@ -117,7 +117,7 @@ func (c *Case) Load(l *Loader) (*interp.Machine, error) {
 		return nil, err
 	}
 	if c.Implementations != "" {
-		impl, err := l.LoadImplementations(filepath.Join(filepath.Dir(c.Path), c.Implementations))
+		impl, err := l.LoadImplementations(c.resolve(c.Implementations))
 		if err != nil {
 			return nil, err
 		}
@@ -155,6 +155,15 @@ func (t *Trace) JSON() ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// resolve names a file the case names, as the oracle's path.resolve does:
+// relative to the case file, unless absolute.
+func (c *Case) resolve(name string) string {
+	if filepath.IsAbs(name) {
+		return name
+	}
+	return filepath.Join(filepath.Dir(c.Path), name)
 }
 
 // Run runs the case on a machine and returns its trace.

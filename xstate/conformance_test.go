@@ -91,3 +91,33 @@ func TestConformance(t *testing.T) {
 		})
 	}
 }
+
+// TestCaseAbsolutePaths loads a case that names its machine and
+// implementations by absolute paths, as the oracle's path.resolve allows.
+func TestCaseAbsolutePaths(t *testing.T) {
+	src, err := filepath.Abs(filepath.Join("..", "testdata", "conformance", "actions", "enqueue-actions.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "abs.case.json")
+	body, _ := json.Marshal(map[string]any{"machine": src, "steps": []any{map[string]any{"send": map[string]any{"type": "DEPOSIT", "amount": 150}}}})
+	if err := os.WriteFile(file, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ReadCase(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Load(nil)
+	if err != nil {
+		t.Fatalf("case naming %s: %v", src, err)
+	}
+	tr := c.Run(m)
+	out, err := tr.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), `"large": 1`) {
+		t.Errorf("trace of a large deposit counts no large deposit:\n%s", out)
+	}
+}
