@@ -514,45 +514,67 @@ func (r *configReader) actions(v any, sp string, line int, where string) []inter
 }
 
 func (r *configReader) action(v any, sp string, line int, where string) interp.Action {
-	switch x := v.(type) {
-	case string:
-		return &interp.NamedAction{Type: x}
-	case []any:
+	if _, isList := v.([]any); isList {
 		// XState takes a list inside the list of actions for an action
 		// with no type, which does nothing.
 		r.warnf(sp, line, "%s: a list inside a list of actions is ignored (XState does nothing with it): write its actions in the outer list", where)
 		return nil
+	}
+	var fn func(any) (interp.Action, bool, error)
+	if r.fns != nil {
+		fn = r.fns.action
+	}
+	return readNamed(r, v, sp, line, where, "action", fn, func(name string, params *interp.Expr) interp.Action {
+		return &interp.NamedAction{Type: name, Params: params}
+	})
+}
+
+// readNamed reads an action or a guard as XState takes one: a name, an
+// object {type, params}, or (in a module) a function or a value the
+// module's resolver knows, which fn converts.
+func readNamed[T any](r *configReader, v any, sp string, line int, where, kind string, fn func(any) (T, bool, error), named func(string, *interp.Expr) T) T {
+	var zero T
+	fromModule := func(line int) (T, bool) {
+		if fn == nil {
+			return zero, false
+		}
+		x, ok, err := fn(v)
+		if ok && err != nil {
+			r.errorf(sp, line, "%s: %v", where, err)
+		}
+		return x, ok
+	}
+	switch x := v.(type) {
+	case string:
+		return named(x, nil)
 	case *object:
 		tv, _ := x.get("type")
 		name, ok := tv.(string)
 		if !ok || name == "" {
-			if r.fns != nil {
-				if a, isFn, err := r.fns.action(v); isFn {
-					if err != nil {
-						r.errorf(sp, x.line, "%s: %v", where, err)
-					}
-					return a
-				}
+			if out, ok := fromModule(x.line); ok {
+				return out
 			}
-			r.errorf(sp, x.line, "%s: an action object needs a string type", where)
-			return nil
+			r.errorf(sp, x.line, "%s: %s %s object needs a string type", where, article(kind), kind)
+			return zero
 		}
-		na := &interp.NamedAction{Type: name}
+		var params *interp.Expr
 		if pv, ok := x.get("params"); ok {
-			na.Params = r.params(pv)
+			params = r.params(pv)
 		}
-		return na
+		return named(name, params)
 	}
-	if r.fns != nil {
-		if a, ok, err := r.fns.action(v); ok {
-			if err != nil {
-				r.errorf(sp, line, "%s: %v", where, err)
-			}
-			return a
-		}
+	if out, ok := fromModule(line); ok {
+		return out
 	}
-	r.errorf(sp, line, "%s: an action must be a name or {type, params}", where)
-	return nil
+	r.errorf(sp, line, "%s: %s %s must be a name or {type, params}", where, article(kind), kind)
+	return zero
+}
+
+func article(word string) string {
+	if strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an"
+	}
+	return "a"
 }
 
 func (r *configReader) params(v any) *interp.Expr {
@@ -575,40 +597,13 @@ func (r *configReader) input(v any) *interp.Expr {
 }
 
 func (r *configReader) guard(v any, sp string, line int, where string) interp.Guard {
-	switch x := v.(type) {
-	case string:
-		return &interp.NamedGuard{Type: x}
-	case *object:
-		tv, _ := x.get("type")
-		name, ok := tv.(string)
-		if !ok || name == "" {
-			if r.fns != nil {
-				if g, isFn, err := r.fns.guard(v); isFn {
-					if err != nil {
-						r.errorf(sp, x.line, "%s: %v", where, err)
-					}
-					return g
-				}
-			}
-			r.errorf(sp, x.line, "%s: a guard object needs a string type", where)
-			return nil
-		}
-		g := &interp.NamedGuard{Type: name}
-		if pv, ok := x.get("params"); ok {
-			g.Params = r.params(pv)
-		}
-		return g
-	}
+	var fn func(any) (interp.Guard, bool, error)
 	if r.fns != nil {
-		if g, ok, err := r.fns.guard(v); ok {
-			if err != nil {
-				r.errorf(sp, line, "%s: %v", where, err)
-			}
-			return g
-		}
+		fn = r.fns.guard
 	}
-	r.errorf(sp, line, "%s: a guard must be a name or {type, params}", where)
-	return nil
+	return readNamed(r, v, sp, line, where, "guard", fn, func(name string, params *interp.Expr) interp.Guard {
+		return &interp.NamedGuard{Type: name, Params: params}
+	})
 }
 
 func (r *configReader) invokes(v any, sp string, line int) []*interp.InvokeDef {
