@@ -32,7 +32,11 @@ type Actor struct {
 	scratch []uint64 // reused by steps for temporary node sets
 	effects []Effect // reused by steps: effects are carried out at once
 	queue   []Event  // reused by steps for the internal queue
-	st      stepper  // the stepper of the step in progress
+	// scratchBuf and queueBuf back scratch and queue at first, so that an
+	// actor whose steps need little allocates none for them.
+	scratchBuf [16]uint64
+	queueBuf   [2]Event
+	st         stepper // the stepper of the step in progress
 	// held is the runtime the actor's Host lent it for the step in
 	// progress, and release gives it back; nil when it holds none.
 	held    any
@@ -141,6 +145,7 @@ func seal(m *Machine, rt any, s *Snapshot) *Snapshot {
 // doing so gives a snapshot with status error). Start runs it.
 func NewActor(m *Machine, opts ActorOptions) *Actor {
 	a := &Actor{ID: opts.ID, m: m, clock: opts.Clock, opts: opts}
+	a.scratch, a.queue = a.scratchBuf[:], a.queueBuf[:0]
 	if a.ID == "" {
 		a.ID = "x:0"
 	}

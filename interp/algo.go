@@ -929,13 +929,15 @@ func (st *stepper) enter(s *Snapshot, ev Event, n *StateNode, set nodeSet, compl
 		completion = marker
 	}
 	if parent != nil && parent.Type == Compound {
-		var out any
-		if n.Output != nil {
-			if out, err = st.eval(n.Output, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s, Runtime: st.rt}, nil); err != nil {
+		done := Event{Type: parent.doneType, Data: n.doneData}
+		if n.Output != nil && n.doneData == nil {
+			out, err := st.eval(n.Output, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s, Runtime: st.rt}, nil)
+			if err != nil {
 				return nil, err
 			}
+			done = doneStateEvent(parent, out, true)
 		}
-		st.queue = append(st.queue, doneStateEvent(parent, out, n.Output != nil))
+		st.queue = append(st.queue, done)
 	}
 	for marker != nil && marker.Type == Parallel && (*completed == nil || !completed.has(marker.Order)) && inFinalState(set, marker) {
 		if *completed == nil {

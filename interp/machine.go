@@ -82,6 +82,9 @@ type StateNode struct {
 	self        []*StateNode
 	hidx        int    // a history node's index in a historyValue
 	doneType    string // the type of its done event, xstate.done.state.ID
+	// doneData is the data of the done event its parent gets when this
+	// final state is entered, when its output is static (made once).
+	doneData map[string]any
 }
 
 // Transition is a compiled transition.
@@ -229,6 +232,9 @@ func (c *compiler) node(d *StateDef, parent *StateNode, path []string) *StateNod
 		n.ID = c.m.ID + "." + strings.Join(path, ".")
 	}
 	n.doneType = "xstate.done.state." + n.ID
+	if d.Output != nil && d.Output.Fn == nil {
+		n.doneData = map[string]any{"output": d.Output.Value}
+	}
 	if _, dup := c.m.byID[n.ID]; dup {
 		c.fail(n, "duplicate state id %q", n.ID)
 	}

@@ -78,10 +78,18 @@ func (s *Snapshot) clone() *Snapshot {
 
 // withStatus returns a copy of s with a status, output and error.
 func (s *Snapshot) withStatus(st Status, output any, err error) *Snapshot {
-	c := s.clone()
+	// The copy and its extra fields in one allocation.
+	both := &struct {
+		s Snapshot
+		x snapExtra
+	}{s: *s}
+	if s.x != nil {
+		both.x = *s.x
+	}
+	c := &both.s
+	c.x = &both.x
 	c.Status = st
-	x := c.own()
-	x.output, x.err = output, err
+	c.x.output, c.x.err = output, err
 	return c
 }
 
