@@ -110,3 +110,40 @@ func TestStdioRestartResumes(t *testing.T) {
 		t.Fatalf("after a restart: %v %v", isErr, sc)
 	}
 }
+
+// TestStdioMemoryForgets runs serve --memory: state lives in the process
+// only, so nothing is written where --data points and a restart starts
+// the instance afresh.
+func TestStdioMemoryForgets(t *testing.T) {
+	bin := buildBinary(t)
+	machines, _ := filepath.Abs(filepath.Join("..", "machines"))
+	data := filepath.Join(t.TempDir(), "unused")
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	start := func() *mcpClient {
+		c, err := client.NewStdioMCPClient(bin, env, "serve", "--memory", "--machines", machines, "--data", data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		init := mcp.InitializeRequest{}
+		init.Params.ProtocolVersion = mcp.ProtocolVersion20251125
+		if _, err := c.Initialize(context.Background(), init); err != nil {
+			t.Fatal(err)
+		}
+		return &mcpClient{Client: c, t: t, changed: make(chan struct{}, 10)}
+	}
+	a := start()
+	if _, sc, isErr := a.call("invoice_submit", nil); isErr || sc["state"] != "review" {
+		t.Fatalf("submit: %v %v", isErr, sc)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("--memory wrote %s (%v)", data, err)
+	}
+	b := start()
+	defer b.Close()
+	if _, sc, isErr := b.call("invoice_status", nil); isErr || sc["state"] != "draft" {
+		t.Fatalf("after a restart with --memory: %v %v", isErr, sc)
+	}
+}

@@ -30,7 +30,8 @@ type serveCmd struct {
 	Instance  string        `default:"default" help:"The instance that stdio uses for machines with no handle key."`
 	JSTimeout time.Duration `name:"js-timeout" default:"1s" help:"Time limit of one call into a machine's JavaScript."`
 	Pprof     string        `hidden:"" placeholder:"ADDR" help:"Serve net/http/pprof at ADDR (loopback), for profiling."`
-	NoSync    bool          `help:"Answer calls before their state reaches the disk (faster; a power cut may lose the last calls, a killed server does not)."`
+	NoSync    bool          `xor:"store" help:"Answer calls before their state reaches the disk (faster; a power cut may lose the last calls, a killed server does not)."`
+	Memory    bool          `xor:"store" help:"Keep workflow state in memory only: nothing is written (--data is not used) and a restart starts every workflow afresh. For tests and demos."`
 	AuditKeep int           `default:"1000" help:"Audit entries kept per instance."`
 	// Checkpoint is for tests that want the store's checkpoints frequent.
 	Checkpoint int64 `hidden:"" name:"checkpoint-bytes" help:"Bytes of saves the write-ahead log holds before they are moved to Badger."`
@@ -58,16 +59,18 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 	if info, err := os.Stat(c.Machines); err != nil || !info.IsDir() {
 		return fmt.Errorf("--machines %s: not a folder", c.Machines)
 	}
-	st, err := store.OpenBadger(c.Data, store.BadgerOptions{NoSync: c.NoSync, AuditRetention: c.AuditKeep, CheckpointBytes: c.Checkpoint, Logger: log})
+	st, where, err := c.openStore(log)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		saves, commits := st.Stats()
 		if err := st.Close(); err != nil {
 			log.Error("closing the store", "err", err)
 		}
-		log.Info("store closed", "saves", saves, "commits", commits)
+		if b, ok := st.(*store.Badger); ok {
+			saves, commits := b.Stats()
+			log.Info("store closed", "saves", saves, "commits", commits)
+		}
 	}()
 	opts := gate.Options{Store: st, Logger: log, Name: "stategate", Version: version}
 	if c.HTTP == "" {
@@ -102,7 +105,7 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 		// an error to shut down on, not a SIGPIPE that kills the process
 		// before the store is closed.
 		signal.Ignore(syscall.SIGPIPE)
-		log.Info("serving MCP over stdio", "store", c.Data, "cores", runtime.GOMAXPROCS(0))
+		log.Info("serving MCP over stdio", "store", where, "cores", runtime.GOMAXPROCS(0))
 		return g.ServeStdio(ctx, os.Stdin, stdout)
 	}
 	addr := listenAddr(c.HTTP)
@@ -113,7 +116,7 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 	h := g.HTTPHandler()
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	srv.RegisterOnShutdown(h.Close)
-	log.Info("serving MCP over Streamable HTTP", "url", fmt.Sprintf("http://%s/mcp", ln.Addr()), "store", c.Data, "cores", runtime.GOMAXPROCS(0))
+	log.Info("serving MCP over Streamable HTTP", "url", fmt.Sprintf("http://%s/mcp", ln.Addr()), "store", where, "cores", runtime.GOMAXPROCS(0))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -127,6 +130,23 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// openStore opens the store the flags ask for, and says where it is for
+// the log.
+func (c *serveCmd) openStore(log *slog.Logger) (store.Store, string, error) {
+	if c.Memory {
+		m := store.NewMemory()
+		if c.AuditKeep > 0 {
+			m.Retention = c.AuditKeep
+		}
+		return m, "memory (nothing is kept after the server stops)", nil
+	}
+	b, err := store.OpenBadger(c.Data, store.BadgerOptions{NoSync: c.NoSync, AuditRetention: c.AuditKeep, CheckpointBytes: c.Checkpoint, Logger: log})
+	if err != nil {
+		return nil, "", err
+	}
+	return b, c.Data, nil
 }
 
 // listenAddr binds to 127.0.0.1 unless the address names a host: "8080"
