@@ -29,6 +29,8 @@ type cli struct {
 	Bench benchCmd `cmd:"" help:"Time conformance cases as bench.sh times XState; one JSON line per case."`
 	Check checkCmd `cmd:"" help:"Validate machine files; exit status 1 when any fails."`
 	State stateCmd `cmd:"" help:"Inspect or reset the stored instances (when no server holds the store)."`
+
+	Version kong.VersionFlag `help:"Print the version and exit."`
 }
 
 type traceCmd struct {
@@ -108,6 +110,7 @@ func main() {
 		kong.Name("stategate"),
 		kong.Description("Runs XState v5 machines as the gate of an MCP server."),
 		kong.UsageOnError(),
+		kong.Vars{"version": "stategate " + version + " (XState " + xstate.Version + ")"},
 		kong.BindTo(io.Writer(os.Stdout), (*io.Writer)(nil)),
 	)
 	// Steps allocate short-lived garbage and the live heap is small, so
