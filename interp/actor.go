@@ -678,7 +678,21 @@ func (a *Actor) SnapshotValue() map[string]any {
 		}
 		return v
 	}
-	v := map[string]any{"status": a.status.String(), "context": a.state}
+	v := map[string]any{"status": a.status.String()}
+	// As XState's snapshots of these: a callback's input, a promise's
+	// while it runs; no context.
+	switch a.logic.(type) {
+	case *PromiseLogic:
+		if a.input != nil && a.status == StatusActive {
+			v["input"] = a.input
+		}
+	case *CallbackLogic:
+		if a.input != nil {
+			v["input"] = a.input
+		}
+	default:
+		v["context"] = a.state
+	}
 	if a.status == StatusDone {
 		v["output"] = a.output
 	}
@@ -719,6 +733,7 @@ func (a *Actor) startLogic() {
 			a.finish()
 			return
 		}
+		a.startedSnapshot()
 	case *CallbackLogic:
 		sendBack := func(ev Event) {
 			if a.status == StatusStopped || a.parent == nil {
@@ -734,6 +749,7 @@ func (a *Actor) startLogic() {
 			a.finish()
 			return
 		}
+		a.startedSnapshot()
 	case *TransitionLogic:
 		if a.sync {
 			a.sendSnapshot()
@@ -745,6 +761,16 @@ func (a *Actor) startLogic() {
 		}
 	}
 	a.drain()
+}
+
+// startedSnapshot tells the parent of a synced promise or callback actor
+// its snapshot once it has started, as XState's Actor.start does: after
+// the events a callback sends back as it starts, before a promise's
+// outcome (a microtask), and only while the actor is active.
+func (a *Actor) startedSnapshot() {
+	if a.sync && a.status == StatusActive && !a.stopped {
+		a.sendSnapshot()
+	}
 }
 
 // subscribe starts an observable actor: what the observable reports is the

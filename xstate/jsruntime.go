@@ -1503,16 +1503,24 @@ func (rt *jsRuntime) snapshotJS(a *interp.Actor) goja.Value {
 			return rt.vm.ToValue(can)
 		})
 	} else {
-		// A promise's output, a transition actor's context.
+		// A promise's output, a transition actor's context, the input of
+		// a promise or callback.
 		v := a.SnapshotValue()
 		status, output = v["status"], v["output"]
 		err, _ = v["error"].(error)
 		if c := v["context"]; c != nil {
 			_ = o.Set("context", rt.toJS(c))
 		}
+		if in, ok := v["input"]; ok {
+			_ = o.Set("input", rt.toJS(in))
+		}
 	}
 	_ = o.Set("status", status)
-	_ = o.Set("output", rt.toJS(output))
+	if status == interp.StatusDone.String() {
+		_ = o.Set("output", rt.toJS(output))
+	} else {
+		_ = o.Set("output", goja.Undefined())
+	}
 	if err != nil {
 		_ = o.Set("error", rt.toJS(err))
 	} else {
