@@ -9,6 +9,12 @@ import random
 import sys
 
 
+# What a snapshot event records: the fields of the child's snapshot that
+# every kind of actor has, as the trace shows them.
+SNAP = ("({ s: event.snapshot.status, i: event.snapshot.input ?? null, "
+        "o: event.snapshot.output ?? null, c: event.snapshot.context ?? null })")
+
+
 def q(s):
     return json.dumps(s)
 
@@ -438,8 +444,8 @@ class Gen:
             p[-1] = "onDone: " + self.trans_with_out(node, targets, 'event.output ?? null')
             if r.random() < 0.8:
                 p.append("onError: " + self.trans_with_out(node, targets, "'err:' + (event.error?.message ?? String(event.error))"))
-        if src == 'acc' or (src == 'childM' and r.random() < 0.3):
-            p.append("onSnapshot: { actions: assign({ snap: ({ event }) => event.snapshot.context ?? null }) }")
+        if src == 'acc' or (src == 'childM' and r.random() < 0.3) or (self.f['snapshotev'] and r.random() < 0.4):
+            p.append("onSnapshot: { actions: assign({ snap: ({ event }) => " + SNAP + " }) }")
         return '{ ' + ', '.join(p) + ' }'
 
     def trans_with_out(self, node, targets, expr):
@@ -516,7 +522,7 @@ export default {expr};
             self.root_handlers['CH'] = "{ actions: assign({ n: ({ context, event }) => context.n + (event.v ?? 0), log: ({ context, event }) => [...context.log, 'ch' + event.v + (event.tag ? '/' + event.tag : '')] }) }"
             self.root_handlers['CB'] = "{ actions: assign({ log: ({ context, event }) => [...context.log, 'cb' + event.v] }) }"
         if self.f['snapshotev']:
-            self.root_handlers['xstate.snapshot.s1'] = "{ actions: assign({ snaps: ({ context }) => (context.snaps ?? 0) + 1 }) }"
+            self.root_handlers['xstate.snapshot.s1'] = "{ actions: assign({ snaps: ({ context }) => (context.snaps ?? 0) + 1, snap: ({ event }) => " + SNAP + " }) }"
         root['oip'] = True
         body = self.render(root, 1, self.targets)
         # context
