@@ -65,7 +65,7 @@ func bundle(file string) (code string, files []string, diags []Diagnostic) {
 	for _, m := range res.Errors {
 		d := Diagnostic{File: file, Msg: m.Text}
 		if m.Location != nil {
-			d.File = m.Location.File
+			d.File = locationFile(wd, file, m.Location.File)
 			d.Line = m.Location.Line
 			if m.Location.LineText != "" {
 				d.Msg = fmt.Sprintf("%s (column %d: %s)", m.Text, m.Location.Column+1, strings.TrimSpace(m.Location.LineText))
@@ -80,6 +80,24 @@ func bundle(file string) (code string, files []string, diags []Diagnostic) {
 		return "", nil, []Diagnostic{{File: file, Msg: "esbuild produced no output"}}
 	}
 	return string(res.OutputFiles[0].Contents), metaInputs(wd, res.Metafile), nil
+}
+
+// locationFile names the file of an esbuild message (a path relative to
+// wd) as the user named the module: the module's own path for the module,
+// and for a file it imports, a path relative to wd, or an absolute one
+// when that would climb out of wd.
+func locationFile(wd, module, loc string) string {
+	abs := loc
+	if !filepath.IsAbs(abs) {
+		abs = filepath.Join(wd, loc)
+	}
+	if m, err := filepath.Abs(module); err == nil && m == abs {
+		return module
+	}
+	if rel, err := filepath.Rel(wd, abs); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return abs
 }
 
 // metaInputs lists the files of esbuild's metafile (not the shim), as

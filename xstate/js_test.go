@@ -99,8 +99,15 @@ func TestSyntaxErrorNamesFileAndLine(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	var le *LoadError
-	if !errors.As(err, &le) || le.Diags[0].Line != 10 || !strings.HasSuffix(le.Diags[0].File, "syntax.ts") {
+	if !errors.As(err, &le) || le.Diags[0].Line != 10 || le.Diags[0].File != jsFile("syntax.ts") {
 		t.Fatalf("diagnostics %+v", err)
+	}
+	// Named by an absolute path, the module is named so in the message too
+	// (esbuild's own paths are relative to the working folder).
+	abs, _ := filepath.Abs(jsFile("syntax.ts"))
+	_, _, err = (&Loader{}).LoadModule(abs)
+	if !errors.As(err, &le) || le.Diags[0].File != abs {
+		t.Fatalf("diagnostics of %s: %+v", abs, err)
 	}
 }
 
