@@ -331,9 +331,12 @@ func (st *stepper) selectTransitions(s *Snapshot, ev Event) ([]*Transition, erro
 func (st *stepper) transitionNode(n *StateNode, s *Snapshot, cfg *config, ev Event) ([]*Transition, error) {
 	switch n.Type {
 	case Compound:
-		// The child the state value names: the active one, or in a
-		// completed configuration (which may hold two) the first in the
-		// nodes' order.
+		if cfg != s.cfg && multiValued(n, cfg) {
+			// XState's transitionNode goes by the state value, and takes
+			// a node whose value has several keys for a parallel one.
+			return st.transitionRegions(n, s, cfg, ev)
+		}
+		// The child the state value names.
 		kids := n.regions
 		if cfg != s.cfg {
 			kids = cfg.nodes
@@ -348,31 +351,57 @@ func (st *stepper) transitionNode(n *StateNode, s *Snapshot, cfg *config, ev Eve
 			}
 		}
 	case Parallel:
-		// The regions in the snapshot's order (the order of the keys of
-		// XState's state value).
-		var all []*Transition
-		shared := true // all is a result of transitionNode, not ours
-		for _, c := range cfg.nodes {
-			if c.Parent == n {
-				ts, err := st.transitionNode(c, s, cfg, ev)
-				if err != nil {
-					return nil, err
-				}
-				switch {
-				case len(ts) == 0:
-				case len(all) == 0:
-					all = ts
-				case shared:
-					all = append(append(make([]*Transition, 0, len(all)+len(ts)+2), all...), ts...)
-					shared = false
-				default:
-					all = append(all, ts...)
-				}
+		return st.transitionRegions(n, s, cfg, ev)
+	}
+	return st.next(n, s, ev)
+}
+
+// multiValued reports whether a compound state's value has several keys,
+// which a completed configuration (see Machine.full) may give it: when it
+// holds two or more of its children and the first of them, in the nodes'
+// order, is not atomic (XState's getValueFromAdj gives a compound state
+// whose first child is atomic that child's key alone).
+func multiValued(n *StateNode, cfg *config) bool {
+	var first *StateNode
+	k := 0
+	for _, c := range cfg.nodes {
+		if c.Parent == n {
+			if first == nil {
+				first = c
 			}
+			k++
 		}
-		if len(all) > 0 {
-			return all, nil
+	}
+	return k > 1 && first.Type != Atomic && first.Type != Final
+}
+
+// transitionRegions is XState's transitionParallelNode: the transitions of
+// every child of n in the configuration, in the order of the state value's
+// keys (the snapshot's node order), else n's own.
+func (st *stepper) transitionRegions(n *StateNode, s *Snapshot, cfg *config, ev Event) ([]*Transition, error) {
+	var all []*Transition
+	shared := true // all is a result of transitionNode, not ours
+	for _, c := range cfg.nodes {
+		if c.Parent != n {
+			continue
 		}
+		ts, err := st.transitionNode(c, s, cfg, ev)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case len(ts) == 0:
+		case len(all) == 0:
+			all = ts
+		case shared:
+			all = append(append(make([]*Transition, 0, len(all)+len(ts)+2), all...), ts...)
+			shared = false
+		default:
+			all = append(all, ts...)
+		}
+	}
+	if len(all) > 0 {
+		return all, nil
 	}
 	return st.next(n, s, ev)
 }
