@@ -331,7 +331,7 @@ func (st *stepper) selectTransitions(s *Snapshot, ev Event) ([]*Transition, erro
 func (st *stepper) transitionNode(n *StateNode, s *Snapshot, cfg *config, ev Event) ([]*Transition, error) {
 	switch n.Type {
 	case Compound:
-		if cfg != s.cfg && multiValued(n, cfg) {
+		if multiValued(n, cfg) {
 			// XState's transitionNode goes by the state value, and takes
 			// a node whose value has several keys for a parallel one.
 			return st.transitionRegions(n, s, cfg, ev)
@@ -357,22 +357,29 @@ func (st *stepper) transitionNode(n *StateNode, s *Snapshot, cfg *config, ev Eve
 }
 
 // multiValued reports whether a compound state's value has several keys,
-// which a completed configuration (see Machine.full) may give it: when it
-// holds two or more of its children and the first of them, in the nodes'
-// order, is not atomic (XState's getValueFromAdj gives a compound state
-// whose first child is atomic that child's key alone).
+// which a configuration XState left with two of its children (or its
+// completion, see Machine.full) may give it: when the configuration holds
+// two or more of its children and the first of them, in the nodes' order,
+// is not atomic (XState's getValueFromAdj gives a compound state whose
+// first child is atomic that child's key alone).
 func multiValued(n *StateNode, cfg *config) bool {
-	var first *StateNode
 	k := 0
-	for _, c := range cfg.nodes {
-		if c.Parent == n {
-			if first == nil {
-				first = c
+	for _, c := range n.regions {
+		if cfg.set.has(c.Order) {
+			if k++; k > 1 {
+				break
 			}
-			k++
 		}
 	}
-	return k > 1 && first.Type != Atomic && first.Type != Final
+	if k < 2 {
+		return false
+	}
+	for _, c := range cfg.nodes {
+		if c.Parent == n {
+			return c.Type != Atomic && c.Type != Final
+		}
+	}
+	return false
 }
 
 // transitionRegions is XState's transitionParallelNode: the transitions of
