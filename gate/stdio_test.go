@@ -80,22 +80,7 @@ func TestStdio(t *testing.T) {
 // TestStdioRestartResumes stops the server and starts it again on the same
 // store: the instance is where it was.
 func TestStdioRestartResumes(t *testing.T) {
-	bin := buildBinary(t)
-	machines, _ := filepath.Abs(filepath.Join("..", "machines"))
-	data := t.TempDir()
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-	start := func() *mcpClient {
-		c, err := client.NewStdioMCPClient(bin, env, "serve", "--machines", machines, "--data", data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		init := mcp.InitializeRequest{}
-		init.Params.ProtocolVersion = mcp.ProtocolVersion20251125
-		if _, err := c.Initialize(context.Background(), init); err != nil {
-			t.Fatal(err)
-		}
-		return &mcpClient{Client: c, t: t, changed: make(chan struct{}, 10)}
-	}
+	start := stdioServer(t, "--data", t.TempDir())
 	a := start()
 	a.call("invoice_add_line", map[string]any{"description": "Audit", "amount": 800})
 	a.call("invoice_submit", nil)
@@ -115,22 +100,8 @@ func TestStdioRestartResumes(t *testing.T) {
 // only, so nothing is written where --data points and a restart starts
 // the instance afresh.
 func TestStdioMemoryForgets(t *testing.T) {
-	bin := buildBinary(t)
-	machines, _ := filepath.Abs(filepath.Join("..", "machines"))
 	data := filepath.Join(t.TempDir(), "unused")
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-	start := func() *mcpClient {
-		c, err := client.NewStdioMCPClient(bin, env, "serve", "--memory", "--machines", machines, "--data", data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		init := mcp.InitializeRequest{}
-		init.Params.ProtocolVersion = mcp.ProtocolVersion20251125
-		if _, err := c.Initialize(context.Background(), init); err != nil {
-			t.Fatal(err)
-		}
-		return &mcpClient{Client: c, t: t, changed: make(chan struct{}, 10)}
-	}
+	start := stdioServer(t, "--memory", "--data", data)
 	a := start()
 	if _, sc, isErr := a.call("invoice_submit", nil); isErr || sc["state"] != "review" {
 		t.Fatalf("submit: %v %v", isErr, sc)
@@ -145,5 +116,28 @@ func TestStdioMemoryForgets(t *testing.T) {
 	defer b.Close()
 	if _, sc, isErr := b.call("invoice_status", nil); isErr || sc["state"] != "draft" {
 		t.Fatalf("after a restart with --memory: %v %v", isErr, sc)
+	}
+}
+
+// stdioServer builds the binary and returns a function that starts it as
+// an MCP client would (serve on the bundled machines, with flags, and only
+// PATH and HOME in its environment) and initializes a session; the
+// server's state lives as the flags say, across starts.
+func stdioServer(t *testing.T, flags ...string) func() *mcpClient {
+	bin := buildBinary(t)
+	machines, _ := filepath.Abs(filepath.Join("..", "machines"))
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	args := append([]string{"serve", "--machines", machines}, flags...)
+	return func() *mcpClient {
+		c, err := client.NewStdioMCPClient(bin, env, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		init := mcp.InitializeRequest{}
+		init.Params.ProtocolVersion = mcp.ProtocolVersion20251125
+		if _, err := c.Initialize(context.Background(), init); err != nil {
+			t.Fatal(err)
+		}
+		return &mcpClient{Client: c, t: t, changed: make(chan struct{}, 10)}
 	}
 }
