@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/term"
+
 	"stategate/gate"
 	"stategate/store"
 	"stategate/xstate"
@@ -106,7 +108,7 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 		// before the store is closed.
 		signal.Ignore(syscall.SIGPIPE)
 		log.Info("serving MCP over stdio", "store", where, "cores", runtime.GOMAXPROCS(0))
-		if fi, err := os.Stdin.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+		if term.IsTerminal(int(os.Stdin.Fd())) {
 			log.Info("stdin is a terminal: this server speaks MCP (JSON-RPC) on stdin and stdout, for an MCP client to start it (see README, \"Use it from an MCP client\"); to try it by hand, serve HTTP instead with --http 127.0.0.1:3001")
 		}
 		return g.ServeStdio(ctx, os.Stdin, stdout)
