@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -186,7 +187,7 @@ func metaTool(meta any) (toolMeta, error) {
 		return s, nil
 	}
 	var err error
-	for _, key := range sortedKeys(t) {
+	for _, key := range slices.Sorted(maps.Keys(t)) {
 		v := t[key]
 		switch key {
 		case "name":
@@ -208,7 +209,7 @@ func metaTool(meta any) (toolMeta, error) {
 				return tm, fmt.Errorf("meta.tool.annotations must be an object")
 			}
 			tm.Hints = map[string]bool{}
-			for _, h := range sortedKeys(a) {
+			for _, h := range slices.Sorted(maps.Keys(a)) {
 				b, isBool := a[h].(bool)
 				switch {
 				case !slices.Contains(toolHints, h):
@@ -226,15 +227,6 @@ func metaTool(meta any) (toolMeta, error) {
 		}
 	}
 	return tm, nil
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func newMachine(m *interp.Machine, file, defaultHandleKey string) (*Machine, error) {

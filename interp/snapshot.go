@@ -177,19 +177,16 @@ func valueOf(n *StateNode, adj map[*StateNode][]*StateNode) any {
 // duplicates.
 func (s *Snapshot) Tags() []string {
 	var tags []string
-	for _, n := range s.tagNodes() {
+	for _, n := range s.Nodes() { // as they are, not completed (see Machine.full)
 		tags = append(tags, n.Tags...)
 	}
 	sort.Strings(tags)
 	return slices.Compact(tags)
 }
 
-// tagNodes are the nodes whose tags the snapshot has.
-func (s *Snapshot) tagNodes() []*StateNode { return s.cfg.nodes }
-
 // HasTag reports whether an active state node has the tag.
 func (s *Snapshot) HasTag(tag string) bool {
-	for _, n := range s.tagNodes() {
+	for _, n := range s.Nodes() { // as they are, not completed (see Machine.full)
 		if slices.Contains(n.Tags, tag) {
 			return true
 		}

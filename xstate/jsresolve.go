@@ -855,9 +855,6 @@ func plainObject(v goja.Value) *goja.Object {
 	return o
 }
 
-// assignment makes assign(o) for an object o. As XState's assign, it reads
-// o when the action runs: its functions are called with the action's
-// ({context, event, ...}, params), its other values are taken as they are.
 // setOrDrop sets a context key to a JavaScript value; undefined removes
 // the key, as JSON shows XState's context.
 func setOrDrop(ctx map[string]any, k string, v goja.Value, rt *jsRuntime) {
@@ -868,6 +865,9 @@ func setOrDrop(ctx map[string]any, k string, v goja.Value, rt *jsRuntime) {
 	ctx[k] = rt.lazy(v)
 }
 
+// assignment makes assign(o) for an object o. As XState's assign, it reads
+// o when the action runs: its functions are called with the action's
+// ({context, event, ...}, params), its other values are taken as they are.
 func (rt *jsRuntime) assignment(o *goja.Object) interp.Action {
 	return &interp.AssignAction{Into: func(a interp.Args, params any, ctx map[string]any) error {
 		for _, k := range jsKeyOrder(rt.keysOf(o)) {

@@ -522,8 +522,6 @@ func (e *jsError) Error() string { return e.msg }
 func (e *jsError) Message() (string, bool) { return e.msg, !e.noMessage }
 func (e *jsError) Unwrap() error           { return e.cause }
 
-// jsErr converts a goja error to a jsError with the message XState would
-// show (String(error.message ?? error)).
 // goja's words for the commonest runtime errors, and V8's, which XState's
 // users (and traces) see: reading a property of undefined above all.
 var gojaReadOf = regexp.MustCompile(`^Cannot read property '(.*)' of (undefined or null|undefined|null)$`)
@@ -544,6 +542,8 @@ func v8Message(msg string) string {
 	return msg
 }
 
+// jsErr converts a goja error to a jsError with the message XState would
+// show (String(error.message ?? error)).
 func jsErr(err error) error {
 	var so *goja.StackOverflowError
 	if errors.As(err, &so) {
@@ -756,9 +756,6 @@ func number(f float64) any {
 	return f
 }
 
-// normalize turns what goja's Export gives into JSON-like values, as
-// JSON.stringify would: integers become float64, NaN and infinities null,
-// functions and undefined are dropped from objects (null in arrays).
 // dropUndefined removes from v, the export of o, the object properties
 // that are undefined in o, which Export made nil: JSON (and so XState's
 // context as a trace shows it) has no such keys. An array keeps them as
@@ -790,6 +787,9 @@ func dropUndefined(o *goja.Object, v any) {
 	}
 }
 
+// normalize turns what goja's Export gives into JSON-like values, as
+// JSON.stringify would: integers become float64, NaN and infinities null,
+// functions and undefined are dropped from objects (null in arrays).
 func normalize(v any) any {
 	switch x := v.(type) {
 	case nil, bool, string:
