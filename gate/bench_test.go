@@ -7,16 +7,18 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"stategate/gate"
 )
 
 // benchSession starts an MCP session on the gate's HTTP handler, in
 // process, and returns a function that posts a message in it.
 func benchSession(b *testing.B) func(body string) *httptest.ResponseRecorder {
 	_, g := setup(b)
-	h := g.HTTPHandler()
+	h := g.HTTPHandler(gate.HTTPOptions{})
 	b.Cleanup(h.Close)
 	post := func(session, body string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/mcp", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		if session != "" {

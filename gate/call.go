@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 
 	"stategate/interp"
 	"stategate/store"
@@ -48,8 +50,9 @@ func (g *Gate) handleTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	handle := g.instanceOf(s, m)
 	if m.HandleKey != "" {
 		h, _ := args[m.HandleKey].(string)
-		if h == "" {
-			return errorResult("INVALID_ARGUMENTS", fmt.Sprintf("INVALID_ARGUMENTS: argument %q (the %s instance) is required and must be a non-empty string", m.HandleKey, m.ID), nil), nil
+		if err := CheckHandle(h); err != nil {
+			return errorResult("INVALID_ARGUMENTS", fmt.Sprintf("INVALID_ARGUMENTS: argument %q (the %s instance) %v", m.HandleKey, m.ID, err),
+				map[string]any{"argument": m.HandleKey}), nil
 		}
 		handle = h
 		if s != nil && g.useHandle(s, m, h) {
@@ -107,7 +110,7 @@ func (g *Gate) callEvent(ctx context.Context, t *Tool, handle string, args map[s
 			return errorResult("ERROR", fmt.Sprintf("ERROR: %s failed: %s (the instance keeps its state %s)", t.Name, msg, stateString(snap)),
 				map[string]any{"error": "ERROR", "message": msg, "state": snap.Value()}), nil
 		}
-		audit := &store.AuditEntry{Tool: t.Name, Event: ev.Object(), Session: sessionID(ctx)}
+		audit := &store.AuditEntry{Tool: t.Name, Event: ev.Object(), Session: g.sessionNameOf(ctx)}
 		saved, err := g.save(ctx, in, next, out.timers, audit)
 		if errors.Is(err, store.ErrConflict) && attempt < maxSaveRetries {
 			continue
@@ -160,7 +163,7 @@ func (g *Gate) reset(ctx context.Context, m *Machine, handle string) (*mcp.CallT
 		return refusal("FORBIDDEN", fmt.Sprintf("%s is allowed only once the workflow is done or failed; it is %s in state %s", m.ResetTool, snap.Status, stateString(snap)), m, handle, before), nil
 	}
 	fresh, timers := g.fresh(m)
-	saved, err := g.save(ctx, in, fresh, timers, &store.AuditEntry{Tool: m.ResetTool, Session: sessionID(ctx)})
+	saved, err := g.save(ctx, in, fresh, timers, &store.AuditEntry{Tool: m.ResetTool, Session: g.sessionNameOf(ctx)})
 	if err != nil {
 		return errorResult("ERROR", "ERROR: cannot store the instance: "+err.Error(), nil), nil
 	}
@@ -331,10 +334,55 @@ func success(m *Machine, handle string, v view, emitted []map[string]any) *mcp.C
 	return textResult(text, sc, false)
 }
 
-// sessionID names the MCP session of a request, "" when none.
-func sessionID(ctx context.Context) string {
-	if cs := server.ClientSessionFromContext(ctx); cs != nil {
-		return cs.SessionID()
+// sessionNameOf names the MCP session of a request as it is shown and
+// stored (never its id), "" when none.
+func (g *Gate) sessionNameOf(ctx context.Context) string {
+	if s := g.sessionOf(ctx); s != nil {
+		return s.name
 	}
 	return ""
+}
+
+// MaxHandle bounds the length of a handle, in bytes.
+const MaxHandle = 256
+
+// ErrBadHandle is wrapped by CheckHandle's errors.
+var ErrBadHandle = errors.New("invalid handle")
+
+// CheckHandle reports whether a string may be a handle: 1 to MaxHandle
+// bytes of UTF-8 text, with no control characters.
+func CheckHandle(h string) error {
+	switch {
+	case h == "":
+		return fmt.Errorf("%w: is required and must be a non-empty string", ErrBadHandle)
+	case len(h) > MaxHandle:
+		return fmt.Errorf("%w: must be at most %d bytes (it has %d)", ErrBadHandle, MaxHandle, len(h))
+	case !utf8.ValidString(h):
+		return fmt.Errorf("%w: must be valid UTF-8", ErrBadHandle)
+	}
+	for i, r := range h {
+		if unicode.IsControl(r) || r == utf8.RuneError {
+			return fmt.Errorf("%w: must be printable text (a control character at byte %d)", ErrBadHandle, i)
+		}
+	}
+	return nil
+}
+
+// handleUnknown answers a call to a tool that is not served (see the
+// BeforeCallTool hook in New): UNKNOWN, with the tools the caller may
+// call now.
+func (g *Gate) handleUnknown(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	name := unknownTool
+	if req.Params.Meta != nil {
+		if n, ok := req.Params.Meta.AdditionalFields[metaRequestedTool].(string); ok {
+			name = n
+		}
+	}
+	var now []string
+	for _, sh := range g.shownTo(ctx, g.sessionOf(ctx)) {
+		now = append(now, sh.tools...)
+	}
+	slices.Sort(now)
+	return textResult(fmt.Sprintf("UNKNOWN: no tool named %q is served. Tools available now: %s.", name, joinTools(now)),
+		map[string]any{"error": "UNKNOWN", "tool": name, "allowed": now}, true), nil
 }

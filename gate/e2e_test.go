@@ -59,6 +59,20 @@ func setup(t testing.TB) (url string, g *gate.Gate) {
 // setupWith serves the bundled machines and the given ones.
 func setupWith(t testing.TB, extra map[string]string) (url string, g *gate.Gate) {
 	t.Helper()
+	return serveHTTP(t, extra, gate.HTTPOptions{})
+}
+
+// serveHTTP serves the bundled machines and the given ones with HTTP
+// options.
+func serveHTTP(t testing.TB, extra map[string]string, opts gate.HTTPOptions) (url string, g *gate.Gate) {
+	t.Helper()
+	return serveOn(t, store.NewMemory(), extra, opts)
+}
+
+// serveOn serves the bundled machines and the given ones with a store and
+// HTTP options.
+func serveOn(t testing.TB, st store.Store, extra map[string]string, opts gate.HTTPOptions) (url string, g *gate.Gate) {
+	t.Helper()
 	dir := t.TempDir()
 	for _, f := range []string{"invoice.json", "invoice.impl.ts", "payment.ts", "db-migration.mjs"} {
 		data, err := os.ReadFile(filepath.Join("..", "machines", f))
@@ -75,7 +89,7 @@ func setupWith(t testing.TB, extra map[string]string) (url string, g *gate.Gate)
 		}
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g = gate.New(gate.Options{Store: store.NewMemory(), Logger: log})
+	g = gate.New(gate.Options{Store: st, Logger: log})
 	lib := gate.NewLibrary(g, &xstate.Loader{}, dir, "")
 	if err := lib.Reload(); err != nil {
 		t.Fatal(err)
@@ -83,7 +97,7 @@ func setupWith(t testing.TB, extra map[string]string) (url string, g *gate.Gate)
 	if errs := lib.Errors(); len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	h := g.HTTPHandler()
+	h := g.HTTPHandler(opts)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	t.Cleanup(h.Close) // before srv.Close: streams end

@@ -12,6 +12,10 @@ package gate
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -68,13 +72,18 @@ type Gate struct {
 	cache   map[store.Key]*instance
 
 	sessMu   sync.Mutex
-	sessions map[string]*session
+	sessions map[string]*session // by session id
+	byName   map[string]*session // by name
 	// viewers are the sessions that see an instance of a machine with a
 	// handle key: whom a change of the instance concerns.
 	viewers map[store.Key]map[*session]bool
 
 	errMu    sync.Mutex
 	loadErrs map[string]error // files that fail to load now
+
+	// nameKey keys the names the gate gives sessions (sessionName): a
+	// session id is a client's credential and is never shown or stored.
+	nameKey [32]byte
 
 	activity atomic.Uint64 // tool calls and tool lists answered
 
@@ -118,8 +127,17 @@ const (
 
 // session is what the gate knows of an MCP session.
 type session struct {
-	id string
-	mu sync.Mutex
+	id   string // the transport's session id: never shown or stored
+	name string // the name it is shown and stored by (sessionName)
+	// notified is set while a list_changed sent to the session waits to
+	// be delivered: the session has no stream that takes notifications
+	// (stdio's output, an HTTP GET stream), and has made no request since
+	// (the answer to its next request carries them). Another one would
+	// tell it nothing: list_changed says the list differs from the one
+	// the session saw.
+	notified  atomic.Bool
+	streaming atomic.Bool // notifications reach the client as they are sent
+	mu       sync.Mutex
 	// handles are the instances the session used last, by machine (for
 	// machines with a handle key).
 	handles map[string]string
@@ -136,7 +154,8 @@ type served struct {
 
 // New makes a gate serving no machine yet.
 func New(opts Options) *Gate {
-	g := &Gate{opts: opts, log: opts.Logger, store: opts.Store, sessions: map[string]*session{}, viewers: map[store.Key]map[*session]bool{}, cache: map[store.Key]*instance{}}
+	g := &Gate{opts: opts, log: opts.Logger, store: opts.Store, sessions: map[string]*session{}, byName: map[string]*session{}, viewers: map[store.Key]map[*session]bool{}, cache: map[store.Key]*instance{}}
+	_, _ = rand.Read(g.nameKey[:])
 	g.served.Store(&served{machines: map[string]*Machine{}, tools: map[string]*toolRef{}})
 	if g.log == nil {
 		g.log = slog.Default()
@@ -150,13 +169,40 @@ func New(opts Options) *Gate {
 	}
 	hooks := &server.Hooks{}
 	hooks.AddOnRegisterSession(func(ctx context.Context, s server.ClientSession) { g.addSession(ctx, s.SessionID()) })
+	// A request's answer carries the notifications that waited for the
+	// session, and those sent while it ran (see session.notified).
+	delivered := func(ctx context.Context) {
+		if s := g.sessionOf(ctx); s != nil {
+			s.notified.Store(false)
+		}
+	}
+	hooks.AddBeforeAny(func(ctx context.Context, _ any, _ mcp.MCPMethod, _ any) { delivered(ctx) })
+	hooks.AddOnSuccess(func(ctx context.Context, _ any, _ mcp.MCPMethod, _ any, _ any) { delivered(ctx) })
+	hooks.AddOnError(func(ctx context.Context, _ any, _ mcp.MCPMethod, _ any, _ error) { delivered(ctx) })
 	hooks.AddOnUnregisterSession(func(ctx context.Context, s server.ClientSession) { g.dropSession(s.SessionID()) })
 	// The server advertises tools.listChanged, but mcp-go must not know:
 	// it would tell every session whenever tools are registered, and the
 	// gate tells only the sessions whose list changed.
 	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, result *mcp.InitializeResult) {
-		if result != nil && result.Capabilities.Tools != nil {
+		if result == nil {
+			return
+		}
+		if result.Capabilities.Tools != nil {
 			result.Capabilities.Tools.ListChanged = true
+		}
+		negotiate(ctx, result)
+	})
+	// A call to a tool nobody serves is answered by the gate (UNKNOWN,
+	// with the tools available now) rather than with mcp-go's bare
+	// "tool not found": mcp-go has no handler for unknown tools, so the
+	// call is routed to a hidden one that knows the name asked for.
+	hooks.AddBeforeCallTool(func(ctx context.Context, _ any, req *mcp.CallToolRequest) {
+		if req != nil && g.srv.GetTool(req.Params.Name) == nil {
+			if req.Params.Meta == nil {
+				req.Params.Meta = &mcp.Meta{}
+			}
+			req.Params.Meta.SetMetaField(metaRequestedTool, req.Params.Name)
+			req.Params.Name = unknownTool
 		}
 	})
 	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, result *mcp.ListToolsResult) {
@@ -170,7 +216,35 @@ func New(opts Options) *Gate {
 		server.WithRecovery(),
 		server.WithInstructions("Each tool moves a workflow one step. Only the tools that the workflow accepts in its current state are listed; call the status tool of a workflow to see where it is and what it allows."),
 	)
+	g.srv.AddTool(mcp.NewTool(unknownTool, mcp.WithDescription("(never listed: answers calls to unknown tools)")), g.handleUnknown)
 	return g
+}
+
+// unknownTool is the hidden tool that calls to unknown tools are routed
+// to, with the name asked for in their _meta (metaRequestedTool).
+const (
+	unknownTool       = "stategate.unknown-tool"
+	metaRequestedTool = "stategate/requestedTool"
+)
+
+// negotiate keeps an initialize's protocol version within what the
+// transport serves: mcp-go accepts any revision it knows, 2024-11-05
+// included, which has no Streamable HTTP; the client then gets the newest
+// one the transport serves.
+func negotiate(ctx context.Context, result *mcp.InitializeResult) {
+	served := server.SupportedProtocolVersionsFromContext(ctx)
+	if slices.Contains(served, result.ProtocolVersion) {
+		return
+	}
+	for _, v := range served {
+		if !mcp.IsModernProtocol(v) {
+			result.ProtocolVersion = v
+			if s, ok := server.ClientSessionFromContext(ctx).(interface{ SetProtocolVersion(string) }); ok {
+				s.SetProtocolVersion(v)
+			}
+			return
+		}
+	}
 }
 
 // Server returns the MCP server, to serve over a transport.
@@ -328,18 +402,50 @@ func (g *Gate) sessionOf(ctx context.Context) *session {
 	defer g.sessMu.Unlock()
 	s := g.sessions[cs.SessionID()]
 	if s == nil {
-		s = &session{id: cs.SessionID(), handles: map[string]string{}}
-		g.sessions[s.id] = s
+		s = g.newSession(cs.SessionID())
+		g.sessions[s.id], g.byName[s.name] = s, s
 	}
 	return s
 }
 
+func (g *Gate) newSession(id string) *session {
+	return &session{id: id, name: g.sessionName(id), handles: map[string]string{}}
+}
+
+// streamingKey marks the context of a session registered by a transport
+// that writes notifications as they are sent (stdio).
+type streamingKey struct{}
+
+// setStreaming records whether a session has a stream that takes its
+// notifications as they are sent (an HTTP GET stream).
+func (g *Gate) setStreaming(id string, on bool) {
+	g.sessMu.Lock()
+	s := g.sessions[id]
+	g.sessMu.Unlock()
+	if s != nil {
+		s.streaming.Store(on)
+		if on {
+			s.notified.Store(false)
+		}
+	}
+}
+
+// sessionName is the name a session is shown and stored by (the handle of
+// its own instance, the session of audit entries): a keyed hash of its id,
+// which tells nothing of the id.
+func (g *Gate) sessionName(id string) string {
+	mac := hmac.New(sha256.New, g.nameKey[:])
+	mac.Write([]byte(id))
+	return "session-" + hex.EncodeToString(mac.Sum(nil)[:10])
+}
+
 func (g *Gate) addSession(ctx context.Context, id string) {
-	s := &session{id: id, handles: map[string]string{}}
+	s := g.newSession(id)
+	s.streaming.Store(ctx.Value(streamingKey{}) != nil)
 	s.last = g.shownTo(ctx, s)
 	g.sessMu.Lock()
 	if _, exists := g.sessions[id]; !exists {
-		g.sessions[id] = s
+		g.sessions[id], g.byName[s.name] = s, s
 	}
 	g.sessMu.Unlock()
 }
@@ -352,6 +458,7 @@ func (g *Gate) dropSession(id string) {
 		return
 	}
 	delete(g.sessions, id)
+	delete(g.byName, s.name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for mid, h := range s.handles {
@@ -414,7 +521,7 @@ func (g *Gate) sessionsSeeing(m *Machine, handle string) []*session {
 		}
 		return out
 	}
-	if s := g.sessions[handle]; s != nil {
+	if s := g.byName[handle]; s != nil {
 		return []*session{s} // a session's own instance
 	}
 	return nil
@@ -445,7 +552,7 @@ func (g *Gate) instanceOf(s *session, m *Machine) string {
 	if g.opts.SharedInstance != "" || s == nil {
 		return g.shared()
 	}
-	return s.id
+	return s.name
 }
 
 func (g *Gate) shared() string {
@@ -595,8 +702,12 @@ func (g *Gate) refreshSession(ctx context.Context, s *session) {
 	if sameShown(before, g.shownTo(ctx, s)) {
 		return
 	}
+	if !s.streaming.Load() && !s.notified.CompareAndSwap(false, true) {
+		return // one waits to be delivered already
+	}
 	if err := g.srv.SendNotificationToSpecificClient(s.id, "notifications/tools/list_changed", nil); err != nil {
-		g.log.Debug("cannot notify session", "session", s.id, "err", err)
+		s.notified.Store(false) // not told: the next change tries again
+		g.log.Debug("cannot notify session", "session", s.name, "err", err)
 	}
 }
 

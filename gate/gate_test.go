@@ -130,7 +130,7 @@ func TestPanicKeepsTheServer(t *testing.T) {
 	if err := lib.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	h := g.HTTPHandler()
+	h := g.HTTPHandler(gate.HTTPOptions{})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	t.Cleanup(h.Close)

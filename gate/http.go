@@ -4,15 +4,19 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
-	"mime"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,472 +26,410 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 )
 
-// httpTransport serves the gate's MCP server over Streamable HTTP, for
-// the protocol revisions that have sessions (2025-03-26 to 2025-11-25):
-// tool lists are per session.
-//
-// It is the transport, not the protocol: a JSON-RPC message goes to
-// mcp-go's MCPServer.HandleMessage, except the two the gate answers itself
-// (fastPath: tools/call and tools/list, which it would otherwise parse four
-// or five times over). It is the gate's own rather than mcp-go's
-// StreamableHTTPServer because a call's answer is on the hot path: a
-// request is handled on the connection's goroutine, and its result goes
-// out in one write, with the notifications (list_changed) that the call
-// queued for its session ahead of it as server-sent events.
-//
-//   - POST: one message. initialize starts a session and returns its id
-//     in Mcp-Session-Id; any other message needs a live session's id (400
-//     without, 404 for one this process did not issue or that ended) and,
-//     when it says, a supported MCP-Protocol-Version (400 otherwise).
-//     Notifications and responses get 202. A request gets
-//     application/json, or text/event-stream when notifications for the
-//     session were waiting (and it has no GET stream to take them).
-//   - GET: the session's stream of server messages, one at a time (409 for
-//     a second), with a comment line every keepAlive.
-//   - DELETE: ends the session.
-type httpTransport struct {
-	srv *server.MCPServer
-	// fast, when set, answers and encodes the messages it knows itself.
-	fast     fastPath
-	log      *slog.Logger
-	versions []string
-
-	// idle is how long a session may go without a request (and without a
-	// GET stream) before it is ended: clients that vanish without DELETE
-	// leave nothing behind.
-	idle time.Duration
-
-	bufs sync.Pool // of *bytes.Buffer, for answers
-
-	mu       sync.Mutex
-	sessions map[string]*httpSession
-	closed   bool
-	stop     chan struct{} // closed by Close: ends the sweeper
+// HTTPOptions configure the gate's Streamable HTTP endpoint.
+type HTTPOptions struct {
+	// Hosts are the names and addresses a request's Host header may name
+	// besides loopback ones (localhost, 127.0.0.0/8, ::1): the addresses
+	// the server listens on (see ListenHosts) and any name it is reached
+	// by. Any other Host is refused (403), which is what stops DNS
+	// rebinding: a web page whose name was made to point at this machine
+	// still sends its own name.
+	Hosts []string
+	// Token, when set, must come with every request as
+	// "Authorization: Bearer TOKEN" (401 otherwise).
+	Token string
+	// MaxSessions bounds the live sessions (DefaultMaxSessions when zero).
+	// At the bound, a new session ends the one idle longest (no request
+	// under way, no GET stream); when every session is busy, it is refused
+	// with 503.
+	MaxSessions int
+	// SessionIdle ends a session that has had neither a request nor a GET
+	// stream for that long (DefaultSessionIdle when zero); its next
+	// request gets 404, and the client starts a new session.
+	SessionIdle time.Duration
+	// MaxBody bounds a POST's body (DefaultMaxBody when zero; 413 beyond).
+	MaxBody int64
+	// BodyTimeout bounds the time a client takes to send a POST's body
+	// (DefaultBodyTimeout when zero): a body trickled a byte at a time
+	// does not hold a connection open.
+	BodyTimeout time.Duration
 }
 
-// sessionIdle is how long an unused HTTP session lives.
-const sessionIdle = time.Hour
-
-// maxBody bounds a POST's body.
-const maxBody = 4 << 20
-
-// keepAlive is how often an idle GET stream gets a comment line, so that
-// proxies and clients see it alive.
-const keepAlive = 25 * time.Second
-
-// httpSession is an MCP session of the HTTP transport; mcp-go's server
-// sends it notifications through its channel.
-type httpSession struct {
-	id          string
-	notes       chan mcp.JSONRPCNotification
-	initialized atomic.Bool
-	streaming   atomic.Bool   // a GET stream takes the notifications
-	lastSeen    atomic.Int64  // UnixNano of its last request
-	done        chan struct{} // closed when the session ends
-	endOnce     sync.Once
-}
-
-func (s *httpSession) SessionID() string { return s.id }
-func (s *httpSession) Initialize()       { s.initialized.Store(true) }
-func (s *httpSession) Initialized() bool { return s.initialized.Load() }
-func (s *httpSession) NotificationChannel() chan<- mcp.JSONRPCNotification {
-	return s.notes
-}
-
-func (s *httpSession) end() { s.endOnce.Do(func() { close(s.done) }) }
-
-// fastPath is what the gate does itself, faster than mcp-go would.
-type fastPath interface {
-	// answer answers a request as mcp-go would; it reports false, having
-	// done nothing, for a request it leaves to mcp-go.
-	answer(ctx context.Context, req *rpcRequest) (mcp.JSONRPCMessage, bool)
-	// appendMessage appends a message's JSON as encoding/json would; it
-	// reports false, having appended nothing, for a message it leaves to
-	// encoding/json.
-	appendMessage(dst []byte, msg mcp.JSONRPCMessage) ([]byte, bool)
-}
-
-func newHTTPTransport(srv *server.MCPServer, log *slog.Logger, fast fastPath) *httpTransport {
-	t := &httpTransport{srv: srv, log: log, fast: fast, versions: mcp.LegacyProtocolVersions(), idle: sessionIdle,
-		sessions: map[string]*httpSession{}, stop: make(chan struct{})}
-	go t.sweeper()
-	return t
-}
-
-// sweeper ends idle sessions, until Close.
-func (t *httpTransport) sweeper() {
-	tick := time.NewTicker(t.idle / 12)
-	defer tick.Stop()
-	for {
-		select {
-		case <-t.stop:
-			return
-		case now := <-tick.C:
-			t.sweep(now)
-		}
-	}
-}
-
-// sweep ends the sessions idle since before now-t.idle.
-func (t *httpTransport) sweep(now time.Time) {
-	cut := now.Add(-t.idle).UnixNano()
-	var idle []string
-	t.mu.Lock()
-	for id, s := range t.sessions {
-		if !s.streaming.Load() && s.lastSeen.Load() < cut {
-			idle = append(idle, id)
-		}
-	}
-	t.mu.Unlock()
-	for _, id := range idle {
-		t.log.Debug("ending an idle session", "session", id)
-		t.close(id)
-	}
-}
-
-func (t *httpTransport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch r.Method {
-	case http.MethodPost:
-		t.post(w, r)
-	case http.MethodGet:
-		t.get(w, r)
-	case http.MethodDelete:
-		t.delete(w, r)
-	default:
-		w.Header().Set("Allow", "GET, POST, DELETE")
-		http.Error(w, "Method not allowed", http.StatusMethodNotAllowed)
-	}
-}
-
-// rpcRequest is a JSON-RPC message as the transport reads it, once: enough
-// to route it, and the parameters for the fast path.
-type rpcRequest struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  string          `json:"method"`
-	Params  fastParams      `json:"params"`
-	// oddParams is set when the parameters are not of the shape the fast
-	// path reads (the message goes to mcp-go, which explains).
-	oddParams bool
-}
-
-// parseRequest reads a message: parameters of another shape than
-// fastParams only set oddParams, anything else that does not parse is an
-// error.
-func parseRequest(body []byte, env *rpcRequest) error {
-	err := json.Unmarshal(body, env)
-	var te *json.UnmarshalTypeError
-	if !errors.As(err, &te) || (te.Field != "params" && !strings.HasPrefix(te.Field, "params.")) {
-		return err
-	}
-	// The parameters are odd; the rest is read again, in case it is too.
-	var plain struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Method  string          `json:"method"`
-		Params  json.RawMessage `json:"params"`
-	}
-	if err := json.Unmarshal(body, &plain); err != nil {
-		return err
-	}
-	*env = rpcRequest{JSONRPC: plain.JSONRPC, ID: plain.ID, Method: plain.Method, oddParams: true}
-	return nil
-}
-
-func (t *httpTransport) post(w http.ResponseWriter, r *http.Request) {
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		http.Error(w, "Bad Request: Content-Type must be application/json", http.StatusBadRequest)
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			http.Error(w, "Request body too large", http.StatusRequestEntityTooLarge)
-			return
-		}
-		http.Error(w, "Bad Request: cannot read the body", http.StatusBadRequest)
-		return
-	}
-	if b := bytes.TrimSpace(body); len(b) > 0 && b[0] == '[' {
-		writeRPCError(w, http.StatusBadRequest, nil, mcp.INVALID_REQUEST, "JSON-RPC batches are not supported")
-		return
-	}
-	var env rpcRequest
-	if err := parseRequest(body, &env); err != nil {
-		writeRPCError(w, http.StatusBadRequest, nil, mcp.PARSE_ERROR, "the body is not valid JSON")
-		return
-	}
-	var s *httpSession
-	if env.Method == string(mcp.MethodInitialize) {
-		if s, err = t.open(r.Context()); err != nil {
-			http.Error(w, "Service unavailable: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-	} else if s = t.session(w, r); s == nil {
-		return
-	}
-	ctx := server.WithSupportedProtocolVersions(t.srv.WithContext(r.Context(), s), t.versions)
-	if env.Method == "" || len(env.ID) == 0 || string(env.ID) == "null" {
-		// A notification, or a response to a request of the server's.
-		if env.Method != "" {
-			t.srv.HandleMessage(ctx, body)
-		}
-		w.WriteHeader(http.StatusAccepted)
-		return
-	}
-	var resp mcp.JSONRPCMessage
-	answered := false
-	if t.fast != nil {
-		resp, answered = t.fast.answer(ctx, &env)
-	}
-	if !answered {
-		resp = t.srv.HandleMessage(ctx, body)
-	}
-	if resp == nil {
-		w.WriteHeader(http.StatusAccepted)
-		return
-	}
-	if env.Method == string(mcp.MethodInitialize) {
-		if _, failed := resp.(mcp.JSONRPCError); failed {
-			t.close(s.id)
-		} else {
-			w.Header().Set(server.HeaderKeySessionID, s.id)
-		}
-	}
-	var pending []mcp.JSONRPCNotification
-	if !s.streaming.Load() {
-	drain:
-		for {
-			select {
-			case n := <-s.notes:
-				pending = append(pending, n)
-			default:
-				break drain
-			}
-		}
-	}
-	buf := t.buffer()
-	defer t.release(buf)
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	h := w.Header()
-	if len(pending) == 0 {
-		if err := t.encode(buf, enc, resp); err != nil {
-			t.log.Error("cannot encode a response", "err", err)
-			writeRPCError(w, http.StatusInternalServerError, env.ID, mcp.INTERNAL_ERROR, "cannot encode the response")
-			return
-		}
-		h["Content-Type"] = headerJSON
-	} else {
-		for _, n := range pending {
-			t.sseEvent(buf, enc, n)
-		}
-		t.sseEvent(buf, enc, resp)
-		h["Content-Type"] = headerSSE
-		h["Cache-Control"] = headerNoCache
-	}
-	// With its length known, the answer is not chunked, however long.
-	h.Set("Content-Length", strconv.Itoa(buf.Len()))
-	_, _ = w.Write(buf.Bytes())
-}
-
-// Header values of every answer, set without Header.Set's allocation; they
-// are only read (net/http does not change a header's values).
-var (
-	headerJSON    = []string{"application/json"}
-	headerSSE     = []string{"text/event-stream"}
-	headerNoCache = []string{"no-cache"}
+// Defaults of HTTPOptions.
+const (
+	DefaultMaxSessions = 1024
+	DefaultSessionIdle = time.Hour
+	DefaultMaxBody     = 4 << 20
+	DefaultBodyTimeout = 30 * time.Second
 )
 
-// buffer returns an empty buffer for an answer, from the transport's pool
-// (give it back with release).
-func (t *httpTransport) buffer() *bytes.Buffer {
-	if b, ok := t.bufs.Get().(*bytes.Buffer); ok {
-		b.Reset()
-		return b
+// keepAlive is how often mcp-go pings a GET stream (at most; a third of
+// SessionIdle when that is shorter): it keeps proxies from closing an idle
+// stream, and keeps its session from ending as idle.
+const keepAlive = 25 * time.Second
+
+// httpVersions are the protocol revisions served over Streamable HTTP:
+// the ones with sessions (2024-11-05 had no Streamable HTTP, and
+// 2026-07-28 has no sessions), newest first.
+var httpVersions = []string{mcp.ProtocolVersion20251125, mcp.ProtocolVersion20250618, mcp.ProtocolVersion20250326}
+
+// HTTPHandler is the gate's Streamable HTTP endpoint at /mcp: mcp-go's
+// StreamableHTTPServer, behind the checks that a local server needs
+// (Host, Origin, an optional bearer token, the size and pace of bodies,
+// well-formed JSON-RPC, issued session ids, a bound on sessions).
+// Close it when the HTTP server shuts down, so that its streams end.
+type HTTPHandler struct {
+	g       *Gate
+	inner   *server.StreamableHTTPServer
+	opts    HTTPOptions
+	hosts   map[string]bool
+	log     *slog.Logger
+	ids     *sessionIDs
+	closing atomic.Bool
+}
+
+// HTTPHandler serves the gate over Streamable HTTP (see HTTPHandler and
+// HTTPOptions). Tool lists are per session: the protocol is pinned to the
+// revisions that have sessions, 2025-03-26 to 2025-11-25.
+func (g *Gate) HTTPHandler(o HTTPOptions) *HTTPHandler {
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = DefaultMaxSessions
 	}
-	return new(bytes.Buffer)
-}
-
-// release gives a buffer back to the pool, unless it grew too big to keep.
-func (t *httpTransport) release(b *bytes.Buffer) {
-	if b.Cap() <= maxPooled {
-		t.bufs.Put(b)
+	if o.SessionIdle <= 0 {
+		o.SessionIdle = DefaultSessionIdle
 	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = DefaultMaxBody
+	}
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = DefaultBodyTimeout
+	}
+	h := &HTTPHandler{g: g, opts: o, log: g.log, hosts: map[string]bool{}}
+	for _, host := range o.Hosts {
+		h.hosts[normalHost(host)] = true
+	}
+	h.ids = &sessionIDs{max: o.MaxSessions, live: map[string]*sessionUse{}, evict: h.end}
+	h.inner = server.NewStreamableHTTPServer(g.srv,
+		server.WithSessionIdManager(h.ids),
+		server.WithSessionIdleTTL(o.SessionIdle),
+		server.WithHeartbeatInterval(min(keepAlive, o.SessionIdle/3)),
+		server.WithStreamableHTTPProtocolVersions(httpVersions...),
+		server.WithStreamableHTTPLogger(g.log),
+		// The Host check above is stricter than mcp-go's (which checks
+		// only requests that came over loopback) and knows the names
+		// the server was given.
+		server.WithDisableLocalhostProtection(true),
+	)
+	return h
 }
 
-// maxPooled bounds the buffers kept for reuse: a rare huge answer does not
-// pin its memory.
-const maxPooled = 64 << 10
-
-// sseEvent appends one server-sent event carrying a JSON-RPC message.
-func (t *httpTransport) sseEvent(buf *bytes.Buffer, enc *json.Encoder, msg any) {
-	buf.WriteString("event: message\ndata: ")
-	_ = t.encode(buf, enc, msg) // ends with a newline
-	buf.WriteString("\n")
-}
-
-// encode appends a JSON-RPC message and a newline to buf (enc writes to
-// buf).
-func (t *httpTransport) encode(buf *bytes.Buffer, enc *json.Encoder, msg any) error {
-	if m, ok := msg.(mcp.JSONRPCMessage); ok && t.fast != nil {
-		if b, ok := t.fast.appendMessage(buf.AvailableBuffer(), m); ok {
-			buf.Write(b)
-			return nil
+// ListenHosts returns the Host values a listener's address is reached by:
+// its address, or every address of the machine's interfaces when it
+// listens on all of them (0.0.0.0, ::).
+func ListenHosts(addr net.Addr) []string {
+	ap, err := netip.ParseAddrPort(addr.String())
+	if err != nil {
+		return nil
+	}
+	if !ap.Addr().IsUnspecified() {
+		return []string{ap.Addr().Unmap().String()}
+	}
+	var out []string
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			out = append(out, p.Addr().Unmap().String())
 		}
 	}
-	return enc.Encode(msg)
+	return out
 }
 
-func (t *httpTransport) get(w http.ResponseWriter, r *http.Request) {
-	s := t.session(w, r)
-	if s == nil {
+// Close ends every session and its stream; later requests get 503.
+func (h *HTTPHandler) Close() {
+	h.closing.Store(true)
+	h.inner.CloseSessions(context.Background())
+}
+
+func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/mcp" {
+		http.NotFound(w, r)
 		return
 	}
-	fl, ok := w.(http.Flusher)
+	switch r.Method {
+	case http.MethodPost, http.MethodGet, http.MethodDelete:
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if !h.allowedHost(r.Host) {
+		http.Error(w, fmt.Sprintf("Forbidden: Host %q is not an address of this server (add it with --allow-host)", r.Host), http.StatusForbidden)
+		return
+	}
+	if o := r.Header.Get("Origin"); o != "" && !h.allowedOrigin(o) {
+		http.Error(w, "Forbidden: foreign Origin", http.StatusForbidden)
+		return
+	}
+	if h.opts.Token != "" && !h.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="stategate"`)
+		http.Error(w, "Unauthorized: a bearer token is required", http.StatusUnauthorized)
+		return
+	}
+	if h.closing.Load() {
+		http.Error(w, "Service Unavailable: the server is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	if v := r.Header.Get(mcp.HeaderProtocolVersion); v != "" && !slices.Contains(httpVersions, v) {
+		http.Error(w, fmt.Sprintf("Bad Request: protocol version %s is not served over Streamable HTTP here (%s)", v, strings.Join(httpVersions, ", ")), http.StatusBadRequest)
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		h.post(w, r)
+	case http.MethodGet:
+		h.get(w, r)
+	case http.MethodDelete:
+		if h.session(w, r) != nil {
+			h.inner.ServeHTTP(w, r)
+		}
+	}
+}
+
+func (h *HTTPHandler) post(w http.ResponseWriter, r *http.Request) {
+	body, ok := h.readBody(w, r)
 	if !ok {
-		http.Error(w, "Streaming unsupported", http.StatusInternalServerError)
 		return
 	}
-	if !s.streaming.CompareAndSwap(false, true) {
+	if e := checkMessage(body); e != nil {
+		writeJSONRPC(w, http.StatusBadRequest, e)
+		return
+	}
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Meta *mcp.Meta `json:"_meta"`
+		} `json:"params"`
+	}
+	_ = json.Unmarshal(body, &msg)
+	if v := msg.Params.Meta.ProtocolVersion(); mcp.IsModernProtocol(v) {
+		writeJSONRPC(w, http.StatusBadRequest, rpcError(nil, mcp.INVALID_REQUEST,
+			fmt.Sprintf("protocol version %s is not served over Streamable HTTP here; use %s (with initialize)", v, strings.Join(httpVersions, ", "))))
+		return
+	}
+	if msg.Method == string(mcp.MethodInitialize) {
+		if !h.ids.admit() {
+			http.Error(w, fmt.Sprintf("Service Unavailable: %d sessions are busy; try again later", h.opts.MaxSessions), http.StatusServiceUnavailable)
+			return
+		}
+	} else {
+		u := h.session(w, r)
+		if u == nil {
+			return
+		}
+		u.inflight.Add(1)
+		defer u.inflight.Add(-1)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	h.inner.ServeHTTP(w, r)
+}
+
+// readBody reads a POST's body within the size and time bounds, or answers
+// the request and reports false. The read deadline is lifted once the body
+// is in: a call may take longer than its body did to arrive (and net/http
+// ends a request's context when a read past the deadline fails).
+func (h *HTTPHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(h.opts.BodyTimeout))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBody))
+	if err != nil {
+		// The deadline stays: net/http drains what is left of a body
+		// before it answers, and must not wait for it. The connection is
+		// closed after the answer.
+		w.Header().Set("Connection", "close")
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			http.Error(w, fmt.Sprintf("Request Entity Too Large: a message may have at most %d bytes", h.opts.MaxBody), http.StatusRequestEntityTooLarge)
+		case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+			http.Error(w, "Request Timeout: the body took too long to arrive", http.StatusRequestTimeout)
+		default:
+			http.Error(w, "Bad Request: cannot read the body", http.StatusBadRequest)
+		}
+		return nil, false
+	}
+	_ = rc.SetReadDeadline(time.Time{})
+	return body, true
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// get serves a session's stream of server messages: one per session (409
+// for a second one).
+func (h *HTTPHandler) get(w http.ResponseWriter, r *http.Request) {
+	u := h.session(w, r)
+	if u == nil {
+		return
+	}
+	if !u.streaming.CompareAndSwap(false, true) {
 		http.Error(w, "Conflict: the session already has a stream", http.StatusConflict)
 		return
 	}
-	defer func() {
-		s.lastSeen.Store(time.Now().UnixNano())
-		s.streaming.Store(false)
-	}()
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	fl.Flush()
-	tick := time.NewTicker(keepAlive)
-	defer tick.Stop()
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	for {
-		buf.Reset()
-		select {
-		case n := <-s.notes:
-			t.sseEvent(&buf, enc, n)
-		more:
-			for {
-				select {
-				case n := <-s.notes:
-					t.sseEvent(&buf, enc, n)
-				default:
-					break more
-				}
-			}
-		case <-tick.C:
-			buf.WriteString(": keep-alive\n\n")
-		case <-s.done:
-			return
-		case <-r.Context().Done():
-			return
-		}
-		if _, err := w.Write(buf.Bytes()); err != nil {
-			return
-		}
-		fl.Flush()
-	}
-}
-
-func (t *httpTransport) delete(w http.ResponseWriter, r *http.Request) {
-	s := t.session(w, r)
-	if s == nil {
-		return
-	}
-	t.close(s.id)
-	w.WriteHeader(http.StatusOK)
+	defer u.streaming.Store(false)
+	id := r.Header.Get(server.HeaderKeySessionID)
+	h.g.setStreaming(id, true)
+	defer h.g.setStreaming(id, false)
+	h.inner.ServeHTTP(w, r)
 }
 
 // session returns the live session a request names, or answers the
-// request with an error and returns nil.
-func (t *httpTransport) session(w http.ResponseWriter, r *http.Request) *httpSession {
+// request and returns nil: 400 without a session id, 404 for one this
+// process did not issue or that ended.
+func (h *HTTPHandler) session(w http.ResponseWriter, r *http.Request) *sessionUse {
 	id := r.Header.Get(server.HeaderKeySessionID)
 	if id == "" {
 		http.Error(w, "Bad Request: Mcp-Session-Id header is required", http.StatusBadRequest)
 		return nil
 	}
-	if v := r.Header.Get(server.HeaderKeyProtocolVersion); v != "" && !slices.Contains(t.versions, v) {
-		http.Error(w, "Bad Request: unsupported protocol version "+v, http.StatusBadRequest)
-		return nil
-	}
-	t.mu.Lock()
-	s := t.sessions[id]
-	t.mu.Unlock()
-	if s == nil {
+	u := h.ids.get(id)
+	if u == nil {
 		http.Error(w, "Not Found: unknown or ended session", http.StatusNotFound)
 		return nil
 	}
-	s.lastSeen.Store(time.Now().UnixNano())
-	return s
+	u.lastSeen.Store(time.Now().UnixNano())
+	return u
 }
 
-// open starts a session.
-func (t *httpTransport) open(ctx context.Context) (*httpSession, error) {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	s := &httpSession{id: hex.EncodeToString(b[:]), notes: make(chan mcp.JSONRPCNotification, 64), done: make(chan struct{})}
-	s.lastSeen.Store(time.Now().UnixNano())
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return nil, errors.New("the server is shutting down")
-	}
-	t.sessions[s.id] = s
-	t.mu.Unlock()
-	if err := t.srv.RegisterSession(ctx, s); err != nil {
-		t.mu.Lock()
-		delete(t.sessions, s.id)
-		t.mu.Unlock()
-		return nil, err
-	}
-	return s, nil
+// end ends a session as a DELETE would: through mcp-go's own handler, so
+// that its state is cleaned up and the gate hears of it.
+func (h *HTTPHandler) end(id string) {
+	req := httptest.NewRequest(http.MethodDelete, "/mcp", nil)
+	req.Header.Set(server.HeaderKeySessionID, id)
+	h.inner.ServeHTTP(httptest.NewRecorder(), req)
 }
 
-// close ends a session.
-func (t *httpTransport) close(id string) {
-	t.mu.Lock()
-	s := t.sessions[id]
-	delete(t.sessions, id)
-	t.mu.Unlock()
-	if s == nil {
-		return
-	}
-	s.end()
-	t.srv.UnregisterSession(context.Background(), id)
+func (h *HTTPHandler) allowedHost(host string) bool {
+	n := normalHost(host)
+	return isLoopbackName(n) || h.hosts[n]
 }
 
-// Close ends every session and refuses new ones; GET streams end.
-func (t *httpTransport) Close() {
-	t.mu.Lock()
-	if !t.closed {
-		close(t.stop)
+// allowedOrigin accepts a browser page served by this server (its origin
+// names an allowed host) or by a loopback host.
+func (h *HTTPHandler) allowedOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
 	}
-	t.closed = true
-	ids := make([]string, 0, len(t.sessions))
-	for id := range t.sessions {
-		ids = append(ids, id)
-	}
-	t.mu.Unlock()
-	for _, id := range ids {
-		t.close(id)
-	}
+	return h.allowedHost(u.Host)
 }
 
-func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
-	var rid any
-	if len(id) > 0 {
-		rid = id
+func (h *HTTPHandler) authorized(r *http.Request) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(h.opts.Token)) == 1
+}
+
+// normalHost is a Host header's host, without its port or brackets, in
+// lower case.
+func normalHost(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
 	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a.Unmap().String()
+	}
+	return strings.ToLower(host)
+}
+
+func isLoopbackName(host string) bool {
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
+}
+
+func writeJSONRPC(w http.ResponseWriter, status int, msg any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"jsonrpc": "2.0", "id": rid,
-		"error": map[string]any{"code": code, "message": msg},
-	})
+	_ = json.NewEncoder(w).Encode(msg)
+}
+
+// sessionIDs issues and checks the session ids of the HTTP endpoint (it is
+// mcp-go's SessionIdManager): ids are 128 random bits, only ids it issued
+// and that have not ended are valid, and there are at most max of them.
+type sessionIDs struct {
+	mu   sync.Mutex
+	max  int
+	live map[string]*sessionUse
+	// evict ends a session (through mcp-go, which then calls Terminate).
+	evict func(id string)
+}
+
+// sessionUse is what the endpoint knows of a session's use.
+type sessionUse struct {
+	lastSeen  atomic.Int64 // UnixNano of its last request
+	inflight  atomic.Int32 // requests under way
+	streaming atomic.Bool  // a GET stream is open
+}
+
+func (u *sessionUse) idle() bool { return u.inflight.Load() == 0 && !u.streaming.Load() }
+
+func (s *sessionIDs) get(id string) *sessionUse {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.live[id]
+}
+
+// admit makes room for a new session: at the bound, it ends the session
+// idle longest; it reports false when every session is busy.
+func (s *sessionIDs) admit() bool {
+	s.mu.Lock()
+	if len(s.live) < s.max {
+		s.mu.Unlock()
+		return true
+	}
+	oldest, when := "", int64(0)
+	for id, u := range s.live {
+		if t := u.lastSeen.Load(); u.idle() && (oldest == "" || t < when) {
+			oldest, when = id, t
+		}
+	}
+	s.mu.Unlock()
+	if oldest == "" {
+		return false
+	}
+	s.evict(oldest)
+	return true
+}
+
+// Generate issues a new session id.
+func (s *sessionIDs) Generate() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	u := &sessionUse{}
+	u.lastSeen.Store(time.Now().UnixNano())
+	s.mu.Lock()
+	s.live[id] = u
+	s.mu.Unlock()
+	return id
+}
+
+// Validate accepts the live ids it issued.
+func (s *sessionIDs) Validate(id string) (isTerminated bool, err error) {
+	if s.get(id) == nil {
+		return false, errors.New("unknown or ended session")
+	}
+	return false, nil
+}
+
+// Terminate ends a session.
+func (s *sessionIDs) Terminate(id string) (isNotAllowed bool, err error) {
+	s.mu.Lock()
+	delete(s.live, id)
+	s.mu.Unlock()
+	return false, nil
 }

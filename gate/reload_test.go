@@ -32,7 +32,7 @@ func serveDir(t *testing.T, dir string) (url string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go lib.Watch(ctx)
-	srv := httptest.NewServer(g.HTTPHandler())
+	srv := httptest.NewServer(g.HTTPHandler(gate.HTTPOptions{}))
 	t.Cleanup(srv.Close)
 	return srv.URL + "/mcp"
 }

@@ -38,7 +38,7 @@ func serveLogged(t *testing.T, dir string, st store.Store, log *slog.Logger) (ur
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { g.RunTimers(ctx); close(done) }()
-	srv := httptest.NewServer(g.HTTPHandler())
+	srv := httptest.NewServer(g.HTTPHandler(gate.HTTPOptions{}))
 	t.Cleanup(func() { srv.Close(); cancel(); <-done })
 	return srv.URL + "/mcp"
 }
@@ -80,7 +80,7 @@ func TestOverdueTimerFiresAfterRestart(t *testing.T) {
 	if err := lib.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(g.HTTPHandler())
+	srv := httptest.NewServer(g.HTTPHandler(gate.HTTPOptions{}))
 	c := connect(t, srv.URL+"/mcp")
 	c.call("kettle_boil", nil)
 	c.Close()
@@ -121,7 +121,7 @@ func TestHTTPRestartKeepsState(t *testing.T) {
 	if err := gate.NewLibrary(g, &xstate.Loader{}, dir, "").Reload(); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(g.HTTPHandler())
+	srv := httptest.NewServer(g.HTTPHandler(gate.HTTPOptions{}))
 	c := connect(t, srv.URL+"/mcp")
 	c.call("order_add", map[string]any{"order_id": "A1"})
 	c.call("order_add", map[string]any{"order_id": "A1"})

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"os/signal"
 	"runtime"
@@ -28,6 +29,9 @@ type serveCmd struct {
 	Machines  string        `default:"machines" help:"Folder of machine files to serve (subfolders too)."`
 	Data      string        `default:".stategate" help:"Folder of the store."`
 	HTTP      string        `name:"http" placeholder:"ADDR" help:"Serve Streamable HTTP at ADDR/mcp (bound to 127.0.0.1 unless ADDR names a host) instead of stdio."`
+	AllowHost []string      `name:"allow-host" placeholder:"NAME" help:"A host name (or address) HTTP clients may reach the server by, besides loopback names and the addresses it listens on (repeatable)."`
+	TokenFile string        `name:"token-file" type:"existingfile" placeholder:"FILE" help:"Require every HTTP request to carry 'Authorization: Bearer TOKEN', TOKEN being the file's first line."`
+	Sessions  int           `name:"max-sessions" default:"1024" help:"HTTP sessions at most; a new one ends the one idle longest."`
 	HandleKey string        `placeholder:"NAME" help:"Argument that picks a workflow instance (a machine's meta.handleKey overrides it)."`
 	Instance  string        `default:"default" help:"The instance that stdio uses for machines with no handle key."`
 	JSTimeout time.Duration `name:"js-timeout" default:"1s" help:"Time limit of one call into a machine's JavaScript."`
@@ -118,8 +122,20 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	h := g.HTTPHandler()
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	hopts := gate.HTTPOptions{Hosts: append(gate.ListenHosts(ln.Addr()), c.AllowHost...), MaxSessions: c.Sessions}
+	if c.TokenFile != "" {
+		if hopts.Token, err = readToken(c.TokenFile); err != nil {
+			return err
+		}
+	}
+	if !loopback(ln.Addr()) && hopts.Token == "" {
+		log.Warn("serving HTTP on a non-loopback address without authentication: anyone who can reach it can drive every workflow (give --token-file)", "addr", ln.Addr().String())
+	}
+	h := g.HTTPHandler(hopts)
+	// Headers must arrive within 10 s (bodies: gate.DefaultBodyTimeout);
+	// an idle keep-alive connection is closed after 2 minutes. There is no
+	// write timeout: GET streams last.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	srv.RegisterOnShutdown(h.Close)
 	log.Info("serving MCP over Streamable HTTP", "url", fmt.Sprintf("http://%s/mcp", ln.Addr()), "store", where, "cores", runtime.GOMAXPROCS(0))
 	errc := make(chan error, 1)
@@ -152,6 +168,25 @@ func (c *serveCmd) openStore(log *slog.Logger) (store.Store, string, error) {
 		return nil, "", err
 	}
 	return b, c.Data, nil
+}
+
+// readToken reads a bearer token: the file's first line.
+func readToken(file string) (string, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
+	tok, _, _ := strings.Cut(string(data), "\n")
+	if tok = strings.TrimSpace(tok); tok == "" {
+		return "", fmt.Errorf("--token-file %s: the first line is empty", file)
+	}
+	return tok, nil
+}
+
+// loopback reports whether a listener's address is a loopback one.
+func loopback(a net.Addr) bool {
+	ap, err := netip.ParseAddrPort(a.String())
+	return err == nil && ap.Addr().IsLoopback()
 }
 
 // listenAddr binds to 127.0.0.1 unless the address names a host: "8080"

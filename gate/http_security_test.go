@@ -1,0 +1,281 @@
+package gate_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"stategate/gate"
+	"stategate/store"
+)
+
+func hostOf(t *testing.T, raw string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
+}
+
+// TestHostIsChecked: a request whose Host is not a name of the server
+// (what a DNS-rebinding page sends, with or without an Origin) is refused.
+func TestHostIsChecked(t *testing.T) {
+	mcpURL, _ := serveHTTP(t, nil, gate.HTTPOptions{Hosts: []string{"Workflows.Example"}})
+	_, port, _ := net.SplitHostPort(hostOf(t, mcpURL))
+	init := strings.Replace(initBody, "%s", "2025-06-18", 1)
+	for _, c := range []struct {
+		host, origin string
+		want         int
+	}{
+		{"evil.example:" + port, "http://evil.example:" + port, http.StatusForbidden},
+		{"evil.example:" + port, "", http.StatusForbidden},
+		{"127.0.0.1.evil.example:" + port, "", http.StatusForbidden},
+		{"localhost:" + port, "", http.StatusOK},
+		{"[::1]:" + port, "", http.StatusOK},
+		{"workflows.example:" + port, "http://workflows.example:" + port, http.StatusOK},
+		{"localhost:" + port, "http://evil.example", http.StatusForbidden},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, mcpURL, strings.NewReader(init))
+		req.Host = c.host
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if c.origin != "" {
+			req.Header.Set("Origin", c.origin)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != c.want {
+			t.Errorf("Host %s, Origin %q: %s, want %d", c.host, c.origin, res.Status, c.want)
+		}
+		if res.StatusCode == http.StatusForbidden && res.Header.Get("Mcp-Session-Id") != "" {
+			t.Errorf("Host %s: a refused request got a session", c.host)
+		}
+	}
+}
+
+func TestBearerToken(t *testing.T) {
+	mcpURL, _ := serveHTTP(t, nil, gate.HTTPOptions{Token: "s3cret-token"})
+	init := strings.Replace(initBody, "%s", "2025-06-18", 1)
+	for auth, want := range map[string]int{
+		"":                    http.StatusUnauthorized,
+		"Bearer wrong":        http.StatusUnauthorized,
+		"s3cret-token":        http.StatusUnauthorized,
+		"Bearer s3cret-token": http.StatusOK,
+	} {
+		hdr := map[string]string{}
+		if auth != "" {
+			hdr["Authorization"] = auth
+		}
+		if res := rawPost(t, mcpURL, "", init, hdr); res.StatusCode != want {
+			t.Errorf("Authorization %q: %s, want %d", auth, res.Status, want)
+		}
+	}
+}
+
+// rawCall calls a tool in a session and returns the whole answer's body.
+func rawCall(t *testing.T, mcpURL, session, tool string, args map[string]any) string {
+	t.Helper()
+	a, _ := json.Marshal(args)
+	res := rawPost(t, mcpURL, session, fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, tool, a), nil)
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %s %s", tool, res.Status, body)
+	}
+	return string(body)
+}
+
+// TestSessionIDsAreNeverShown: a session's id is its client's credential;
+// results, the audit trail and the store show an opaque name instead.
+func TestSessionIDsAreNeverShown(t *testing.T) {
+	st := store.NewMemory()
+	mcpURL, _ := serveOn(t, st, testMachines, gate.HTTPOptions{})
+	a, _ := rawSession(t, mcpURL, "2025-06-18")
+	b, _ := rawSession(t, mcpURL, "2025-06-18")
+	var seen strings.Builder
+	seen.WriteString(rawCall(t, mcpURL, a, "lamp_on", nil))     // a's own instance
+	seen.WriteString(rawCall(t, mcpURL, a, "lamp_status", nil)) // its audit trail
+	seen.WriteString(rawCall(t, mcpURL, a, "order_add", map[string]any{"order_id": "o-1"}))
+	seen.WriteString(rawCall(t, mcpURL, b, "order_status", map[string]any{"order_id": "o-1"})) // a's entry, seen by b
+	if !strings.Contains(seen.String(), `session-`) {
+		t.Fatalf("the answers name no session at all: %s", seen.String())
+	}
+	keys, _ := st.List(context.Background())
+	for _, k := range keys {
+		seen.WriteString(k.Handle)
+		trail, _ := st.Audit(context.Background(), k, 0)
+		data, _ := json.Marshal(trail)
+		seen.Write(data)
+	}
+	for _, id := range []string{a, b} {
+		if strings.Contains(seen.String(), id) {
+			t.Errorf("session id %s is shown or stored: %s", id, seen.String())
+		}
+	}
+}
+
+// TestSessionsAreBounded: at the bound, a new session ends the one idle
+// longest; when every session is busy, a new one is refused.
+func TestSessionsAreBounded(t *testing.T) {
+	mcpURL, _ := serveHTTP(t, nil, gate.HTTPOptions{MaxSessions: 2})
+	s1, _ := rawSession(t, mcpURL, "2025-06-18")
+	s2, _ := rawSession(t, mcpURL, "2025-06-18")
+	rawCall(t, mcpURL, s1, "invoice_status", nil) // s2 is now the idlest
+	s3, _ := rawSession(t, mcpURL, "2025-06-18")
+	if res := rawPost(t, mcpURL, s2, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, nil); res.StatusCode != http.StatusNotFound {
+		t.Errorf("the session idle longest: %s, want 404 (ended)", res.Status)
+	}
+	for _, s := range []string{s1, s3} {
+		if res := rawPost(t, mcpURL, s, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, nil); res.StatusCode != http.StatusOK {
+			t.Errorf("a recent session: %s, want 200", res.Status)
+		}
+	}
+	// Both sessions hold a stream: neither may be ended for a third.
+	for _, s := range []string{s1, s3} {
+		openStream(t, mcpURL, s)
+	}
+	res := rawPost(t, mcpURL, "", strings.Replace(initBody, "%s", "2025-06-18", 1), nil)
+	if res.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a session over the bound when all are busy: %s, want 503", res.Status)
+	}
+}
+
+// openStream opens a session's GET stream and returns its reader.
+func openStream(t *testing.T, mcpURL, session string) *bufio.Scanner {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, mcpURL, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", session)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { res.Body.Close() })
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET: %s", res.Status)
+	}
+	return bufio.NewScanner(res.Body)
+}
+
+// TestIdleSessionsEnd: a session with neither requests nor a stream ends
+// after SessionIdle; one with a stream lives on.
+func TestIdleSessionsEnd(t *testing.T) {
+	mcpURL, _ := serveHTTP(t, nil, gate.HTTPOptions{SessionIdle: 1500 * time.Millisecond})
+	idle, _ := rawSession(t, mcpURL, "2025-06-18")
+	streaming, _ := rawSession(t, mcpURL, "2025-06-18")
+	openStream(t, mcpURL, streaming)
+	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	// The sweeper has no signal to await: a few periods of it pass. No
+	// request is made meanwhile (a request keeps a session alive).
+	time.Sleep(3 * 1500 * time.Millisecond)
+	if res := rawPost(t, mcpURL, streaming, ping, nil); res.StatusCode != http.StatusOK {
+		t.Errorf("the session with a stream: %s, want 200", res.Status)
+	}
+	if res := rawPost(t, mcpURL, idle, ping, nil); res.StatusCode != http.StatusNotFound {
+		t.Errorf("a session idle for longer than SessionIdle: %s, want 404", res.Status)
+	}
+}
+
+// TestTrickledBodyTimesOut: a body sent a byte at a time does not keep a
+// connection open past BodyTimeout.
+func TestTrickledBodyTimesOut(t *testing.T) {
+	mcpURL, _ := serveHTTP(t, nil, gate.HTTPOptions{BodyTimeout: 300 * time.Millisecond})
+	conn, err := net.Dial("tcp", hostOf(t, mcpURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", hostOf(t, mcpURL))
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a trickled body: %v", err)
+	}
+	if res.StatusCode != http.StatusRequestTimeout {
+		t.Errorf("trickled body: %s, want 408", res.Status)
+	}
+}
+
+// TestUnknownToolIsAnswered: a call to a tool nobody serves gets the
+// gate's answer, with the tools available now, not a bare protocol error.
+func TestUnknownToolIsAnswered(t *testing.T) {
+	mcpURL, _ := setup(t)
+	c := connect(t, mcpURL)
+	text, sc, isErr := c.call("invoice_aprove", nil)
+	if !isErr || sc["error"] != "UNKNOWN" || sc["tool"] != "invoice_aprove" {
+		t.Fatalf("unknown tool: %v %s", sc, text)
+	}
+	if !strings.Contains(text, "invoice_submit") {
+		t.Errorf("the answer does not name the tools available now: %s", text)
+	}
+	if _, listed := c.tools()["stategate.unknown-tool"]; listed {
+		t.Error("the hidden tool is listed")
+	}
+}
+
+// TestListChangedIsCoalesced: a session that makes no request and has no
+// stream gets one list_changed for many changes of the instance it sees.
+func TestListChangedIsCoalesced(t *testing.T) {
+	mcpURL, _ := setup(t)
+	mover, _ := rawSession(t, mcpURL, "2025-06-18")
+	watcher, _ := rawSession(t, mcpURL, "2025-06-18")
+	rawCall(t, mcpURL, watcher, "order_status", map[string]any{"order_id": "o-9"})
+	for i := range 9 {
+		tool := "order_close"
+		if i%2 == 1 {
+			tool = "order_reopen"
+		}
+		rawCall(t, mcpURL, mover, tool, map[string]any{"order_id": "o-9"})
+	}
+	res := rawPost(t, mcpURL, watcher, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, nil)
+	n := 0
+	for _, m := range responseMessages(t, res) {
+		if m["method"] == "notifications/tools/list_changed" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the watcher got %d list_changed for 9 changes, want 1", n)
+	}
+}
+
+// TestHandlesAreChecked: handles are bounded, printable text, refused
+// with INVALID_ARGUMENTS naming the argument before anything is stored.
+func TestHandlesAreChecked(t *testing.T) {
+	st := store.NewMemory()
+	mcpURL, _ := serveOn(t, st, testMachines, gate.HTTPOptions{})
+	s, _ := rawSession(t, mcpURL, "2025-06-18")
+	for _, c := range []struct {
+		handle string
+		ok     bool
+	}{
+		{strings.Repeat("x", 70000), false},
+		{strings.Repeat("x", gate.MaxHandle+1), false},
+		{"a\x00evil", false},
+		{"line\nbreak", false},
+		{"", false},
+		{strings.Repeat("é", gate.MaxHandle/2), true},
+		{"order 7/ß-✓", true},
+	} {
+		body := rawCall(t, mcpURL, s, "order_add", map[string]any{"order_id": c.handle})
+		refused := strings.Contains(body, "INVALID_ARGUMENTS") && strings.Contains(body, `\"order_id\"`)
+		if refused == c.ok {
+			t.Errorf("handle %.20q: refused %v, want %v: %.300s", c.handle, refused, !c.ok, body)
+		}
+	}
+	keys, _ := st.List(context.Background())
+	if len(keys) != 2 {
+		t.Errorf("stored %d instances, want the 2 valid ones: %v", len(keys), keys)
+	}
+}
