@@ -137,7 +137,7 @@ type session struct {
 	// the session saw.
 	notified  atomic.Bool
 	streaming atomic.Bool // notifications reach the client as they are sent
-	mu       sync.Mutex
+	mu        sync.Mutex
 	// handles are the instances the session used last, by machine (for
 	// machines with a handle key).
 	handles map[string]string
