@@ -130,7 +130,7 @@ func (g *Gate) status(ctx context.Context, m *Machine, handle string) (*mcp.Call
 	if err != nil {
 		return errorResult("ERROR", "ERROR: "+err.Error(), nil), nil
 	}
-	res := success(m, handle, g.view(in), nil)
+	res := report(m, handle, g.view(in), nil, "is")
 	sc := res.StructuredContent.(map[string]any)
 	if trail, err := g.store.Audit(ctx, instanceKey(m, handle), 5); err == nil && len(trail) > 0 {
 		sc["recent"] = trail
@@ -290,9 +290,33 @@ func textResult(text string, structured any, isError bool) *mcp.CallToolResult {
 	}
 }
 
+// maxErrorText bounds the text of an error result, and each string of its
+// structured content: an error that quotes a huge value (a key, an
+// argument) does not flood the agent's context.
+const maxErrorText = 1024
+
+// brief cuts s to maxErrorText bytes (on a rune boundary), saying how much
+// was left out.
+func brief(s string) string {
+	if len(s) <= maxErrorText {
+		return s
+	}
+	cut := maxErrorText
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes more)", s[:cut], len(s)-cut)
+}
+
 func errorResult(code, text string, structured map[string]any) *mcp.CallToolResult {
 	if structured == nil {
 		structured = map[string]any{}
+	}
+	text = brief(text)
+	for k, v := range structured {
+		if str, ok := v.(string); ok {
+			structured[k] = brief(str)
+		}
 	}
 	if _, ok := structured["error"]; !ok {
 		structured["error"] = code
@@ -309,9 +333,15 @@ func refusal(code, why string, m *Machine, handle string, v view) *mcp.CallToolR
 	}, true)
 }
 
-// success reports an instance after a call: its state, status, context,
-// output when done, and the tools it allows now.
+// success reports an instance after a call moved it: its state, status,
+// context, output when done, and the tools it allows now.
 func success(m *Machine, handle string, v view, emitted []map[string]any) *mcp.CallToolResult {
+	return report(m, handle, v, emitted, "is now")
+}
+
+// report reports an instance; verb says whether it moved ("is now") or is
+// only read ("is").
+func report(m *Machine, handle string, v view, emitted []map[string]any, verb string) *mcp.CallToolResult {
 	s := v.snap
 	sc := map[string]any{
 		"machine": m.ID, "handle": handle, "state": s.Value(), "status": s.Status.String(),
@@ -326,7 +356,7 @@ func success(m *Machine, handle string, v view, emitted []map[string]any) *mcp.C
 	if len(emitted) > 0 {
 		sc["emitted"] = emitted
 	}
-	text := fmt.Sprintf("%s %s is now in state %s (%s). Tools available now: %s.", m.ID, handle, stateString(s), s.Status, joinTools(v.tools))
+	text := fmt.Sprintf("%s %s %s in state %s (%s). Tools available now: %s.", m.ID, handle, verb, stateString(s), s.Status, joinTools(v.tools))
 	if s.Status == interp.StatusDone {
 		out, _ := json.Marshal(s.Output())
 		text += " Output: " + string(out) + "."

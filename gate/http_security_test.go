@@ -279,3 +279,18 @@ func TestHandlesAreChecked(t *testing.T) {
 		t.Errorf("stored %d instances, want the 2 valid ones: %v", len(keys), keys)
 	}
 }
+
+// TestStatusReadsAsARead: the status tool says where the instance is, not
+// that it moved.
+func TestStatusReadsAsARead(t *testing.T) {
+	mcpURL, _ := setup(t)
+	c := connect(t, mcpURL)
+	text, _, _ := c.call("invoice_status", nil)
+	if !strings.Contains(text, " is in state draft") || strings.Contains(text, "is now") {
+		t.Errorf("status says %q", text)
+	}
+	text, _, _ = c.call("invoice_submit", nil)
+	if !strings.Contains(text, " is now in state review") {
+		t.Errorf("submit says %q", text)
+	}
+}
