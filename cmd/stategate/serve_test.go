@@ -1,6 +1,11 @@
 package main
 
-import "testing"
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+)
 
 func TestProcsFor(t *testing.T) {
 	for _, tc := range []struct {
@@ -19,6 +24,42 @@ func TestProcsFor(t *testing.T) {
 	} {
 		if got := procsFor(tc.flag, tc.env, tc.avail); got != tc.want {
 			t.Errorf("procsFor(%d, %q, %d) = %d, want %d", tc.flag, tc.env, tc.avail, got, tc.want)
+		}
+	}
+}
+
+func TestLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:3001": true,
+		"[::1]:3001":     true,
+		"0.0.0.0:3001":   false,
+		"[::]:3001":      false,
+		"10.1.2.3:80":    false,
+	} {
+		a, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := loopback(a); got != want {
+			t.Errorf("loopback(%s) = %v, want %v", addr, got, want)
+		}
+	}
+}
+
+func TestReadToken(t *testing.T) {
+	dir := t.TempDir()
+	for content, want := range map[string]string{
+		"s3cret\n":           "s3cret",
+		"  s3cret  \nmore\n": "s3cret",
+		"\nsecond-line\n":    "",
+	} {
+		f := filepath.Join(dir, "token")
+		if err := os.WriteFile(f, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := readToken(f)
+		if got != want || (want == "") != (err != nil) {
+			t.Errorf("readToken(%q) = %q, %v; want %q", content, got, err, want)
 		}
 	}
 }
