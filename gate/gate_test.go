@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -144,5 +146,45 @@ func TestPanicKeepsTheServer(t *testing.T) {
 	}
 	if _, sc, _ := c.call("m_status", nil); sc["state"] != "a" || sc["context"].(map[string]any)["n"] != 1.0 {
 		t.Fatalf("status after the panic: %v", sc)
+	}
+}
+
+// TestForbiddenTransitionHidesTheTool checks XState's forbidden transition
+// (an event mapped to undefined in the active child state): the root
+// handles PUBLISH, but while the document is locked the tool is not
+// listed and a call is refused without moving; once unlocked it is listed
+// and taken by the root's handler.
+func TestForbiddenTransitionHidesTheTool(t *testing.T) {
+	url, _ := setupWith(t, map[string]string{"doc.mjs": `import { createMachine } from 'xstate';
+export default createMachine({ id: 'doc', initial: 'editing',
+  on: { PUBLISH: '.published' },
+  states: {
+    editing: { initial: 'locked', states: {
+      locked: { on: { PUBLISH: undefined, UNLOCK: 'unlocked' } },
+      unlocked: {} } },
+    published: { type: 'final' } } });`})
+	c := connect(t, url)
+	tools := c.tools()
+	if _, ok := tools["doc_publish"]; ok {
+		t.Fatalf("doc_publish listed while PUBLISH is forbidden: %v", names(tools))
+	}
+	if _, ok := tools["doc_unlock"]; !ok {
+		t.Fatalf("doc_unlock not listed: %v", names(tools))
+	}
+	text, sc, isErr := c.call("doc_publish", nil)
+	if !isErr || sc["error"] != "FORBIDDEN" || slices.Contains(anyStrings(sc["allowed"]), "doc_publish") {
+		t.Fatalf("publish while locked: %v %q %v", isErr, text, sc)
+	}
+	if _, sc, _ := c.call("doc_status", nil); !reflect.DeepEqual(sc["state"], map[string]any{"editing": "locked"}) {
+		t.Fatalf("a forbidden call moved the document: %v", sc["state"])
+	}
+	if text, _, isErr := c.call("doc_unlock", nil); isErr {
+		t.Fatalf("unlock: %s", text)
+	}
+	if _, ok := c.tools()["doc_publish"]; !ok {
+		t.Fatalf("doc_publish not listed once unlocked: %v", names(c.tools()))
+	}
+	if _, sc, isErr := c.call("doc_publish", nil); isErr || sc["state"] != "published" || sc["status"] != "done" {
+		t.Fatalf("publish once unlocked: %v %v", isErr, sc)
 	}
 }
