@@ -1,6 +1,7 @@
 package gate_test
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -186,5 +187,39 @@ export default createMachine({ id: 'doc', initial: 'editing',
 	}
 	if _, sc, isErr := c.call("doc_publish", nil); isErr || sc["state"] != "published" || sc["status"] != "done" {
 		t.Fatalf("publish once unlocked: %v %v", isErr, sc)
+	}
+}
+
+// TestHandleKeyClashIsALoadError checks that a handle key of the name of
+// a tool's argument (--handle-key amount, with the bundled invoice's
+// invoice_add_line taking an amount) fails the machine's file when served,
+// naming the tool and the argument, rather than replacing the argument;
+// machines without such an argument are served.
+func TestHandleKeyClashIsALoadError(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"invoice.json", "invoice.impl.ts", "db-migration.mjs"} {
+		data, err := os.ReadFile(filepath.Join("..", "machines", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := gate.New(gate.Options{Store: store.NewMemory(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	lib := gate.NewLibrary(g, &xstate.Loader{}, dir, "amount")
+	if err := lib.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	err := lib.Errors()[filepath.Join(dir, "invoice.json")]
+	if !errors.Is(err, gate.ErrHandleKeyClash) || !strings.Contains(err.Error(), `tool invoice_add_line: inputSchema: handle key "amount" is also a property`) {
+		t.Fatalf("invoice.json with --handle-key amount: err = %v", err)
+	}
+	var served []string
+	for _, m := range g.Machines() {
+		served = append(served, m.ID)
+	}
+	if !slices.Equal(served, []string{"migration"}) {
+		t.Fatalf("served %v, want only migration", served)
 	}
 }

@@ -69,6 +69,13 @@ func TestCheckCommand(t *testing.T) {
 	if !strings.Contains(out.String(), "bad.json:1: state a:") || !strings.Contains(out.String(), "FAILED") {
 		t.Fatalf("output %q", out.String())
 	}
+	// A handle key that is a bundled machine's argument fails its files.
+	out.Reset()
+	err = (&checkCmd{Files: []string{"../../machines"}, HandleKey: "amount"}).Run(&out)
+	if err != errSilentFailure || !strings.Contains(out.String(), `tool invoice_add_line: inputSchema: handle key "amount" is also a property`) ||
+		!strings.Contains(out.String(), "tool payment_authorize: inputSchema:") {
+		t.Fatalf("check --handle-key amount machines: %v\n%s", err, out.String())
+	}
 	// The machines of the history cases, each on its own (two of them
 	// share an id, which a served folder could not hold).
 	out.Reset()
