@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"stategate/gate"
@@ -221,5 +222,70 @@ func TestHandleKeyClashIsALoadError(t *testing.T) {
 	}
 	if !slices.Equal(served, []string{"migration"}) {
 		t.Fatalf("served %v, want only migration", served)
+	}
+}
+
+// logBuffer collects a logger's lines; the gate logs from several
+// goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestMigrationLogNamesTheStates checks that the log of a migration names
+// the states as the status tool shows them: the instance in on moves to
+// the initial state off of a version without on, and the log says
+// from=on to=off (it said to={}, the pruned value).
+func TestMigrationLogNamesTheStates(t *testing.T) {
+	dir := t.TempDir()
+	lamp := filepath.Join(dir, "lamp.json")
+	write := func(src string) {
+		if err := os.WriteFile(lamp, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"id":"lamp","initial":"off","states":{"off":{"on":{"ON":"on"}},"on":{"on":{"OFF":"off"}}}}`)
+	logs := &logBuffer{}
+	g := gate.New(gate.Options{Store: store.NewMemory(), Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	lib := gate.NewLibrary(g, &xstate.Loader{}, dir, "")
+	if err := lib.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	h := g.HTTPHandler()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	t.Cleanup(h.Close)
+	c := connect(t, srv.URL+"/mcp")
+	if _, sc, isErr := c.call("lamp_on", nil); isErr || sc["state"] != "on" {
+		t.Fatalf("on: %v %v", isErr, sc)
+	}
+	write(`{"id":"lamp","initial":"off","states":{"off":{"on":{"LIGHT":"lit"}},"lit":{}}}`)
+	if err := lib.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	_, sc, _ := c.call("lamp_status", nil)
+	if sc["state"] != "off" || sc["migrated"] == nil {
+		t.Fatalf("status after the migration: %v", sc)
+	}
+	var line string
+	for l := range strings.SplitSeq(logs.String(), "\n") {
+		if strings.Contains(l, "instance migrated") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, " from=on to=off ") {
+		t.Fatalf("migration log %q, want from=on to=off", line)
 	}
 }
