@@ -2,13 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 const caseDir = "../../testdata/conformance"
@@ -106,5 +110,47 @@ func TestServeRefusesAMissingMachinesFolder(t *testing.T) {
 	}
 	if _, err := os.Stat(data); !os.IsNotExist(err) {
 		t.Fatalf("a store was made at %s (%v)", data, err)
+	}
+}
+
+// TestMain runs the command itself when STATEGATE_RUN_MAIN is set, so that
+// a test can run it as a process and see its output and exit status.
+func TestMain(m *testing.M) {
+	if os.Getenv("STATEGATE_RUN_MAIN") != "" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// runMain runs stategate with args and returns what it printed and its
+// exit status.
+func runMain(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "STATEGATE_RUN_MAIN=1")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+// TestServeFlagsThatCannotBeCombined checks that --memory with --no-sync
+// is one line of error and exit status 1, not kong's whole usage and its
+// status 80.
+func TestServeFlagsThatCannotBeCombined(t *testing.T) {
+	stdout, stderr, code := runMain(t, "serve", "--memory", "--no-sync")
+	want := "stategate: --memory and --no-sync cannot be combined (--memory writes nothing to sync)\n"
+	if code != 1 || stdout != "" || stderr != want {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want exit 1 and stderr %q", code, stdout, stderr, want)
 	}
 }

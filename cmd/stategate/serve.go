@@ -32,8 +32,8 @@ type serveCmd struct {
 	Instance  string        `default:"default" help:"The instance that stdio uses for machines with no handle key."`
 	JSTimeout time.Duration `name:"js-timeout" default:"1s" help:"Time limit of one call into a machine's JavaScript."`
 	Pprof     string        `hidden:"" placeholder:"ADDR" help:"Serve net/http/pprof at ADDR (loopback), for profiling."`
-	NoSync    bool          `xor:"store" help:"Answer calls before their state reaches the disk (faster; a power cut may lose the last calls, a killed server does not)."`
-	Memory    bool          `xor:"store" help:"Keep workflow state in memory only: nothing is written (--data is not used) and a restart starts every workflow afresh. For tests and demos."`
+	NoSync    bool          `help:"Answer calls before their state reaches the disk (faster; a power cut may lose the last calls, a killed server does not)."`
+	Memory    bool          `help:"Keep workflow state in memory only: nothing is written (--data is not used) and a restart starts every workflow afresh. For tests and demos."`
 	AuditKeep int           `default:"1000" help:"Audit entries kept per instance."`
 	// Checkpoint is for tests that want the store's checkpoints frequent.
 	Checkpoint int64 `hidden:"" name:"checkpoint-bytes" help:"Bytes of saves the write-ahead log holds before they are moved to Badger."`
@@ -56,8 +56,11 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 			log.Info("pprof", "err", http.ListenAndServe(listenAddr(c.Pprof), mux))
 		}()
 	}
-	// The machines folder is checked first: a mistyped --machines must not
-	// leave a new store behind.
+	// The flags and the machines folder are checked first: a mistake must
+	// not leave a new store behind.
+	if c.Memory && c.NoSync {
+		return errors.New("--memory and --no-sync cannot be combined (--memory writes nothing to sync)")
+	}
 	if info, err := os.Stat(c.Machines); err != nil || !info.IsDir() {
 		return fmt.Errorf("--machines %s: not a folder", c.Machines)
 	}
