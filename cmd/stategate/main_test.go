@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -152,5 +153,25 @@ func TestServeFlagsThatCannotBeCombined(t *testing.T) {
 	want := "stategate: --memory and --no-sync cannot be combined (--memory writes nothing to sync)\n"
 	if code != 1 || stdout != "" || stderr != want {
 		t.Fatalf("exit %d, stdout %q, stderr %q; want exit 1 and stderr %q", code, stdout, stderr, want)
+	}
+}
+
+// TestServeOnABusyPortLeavesNoStore checks that serve --http on a port
+// another process holds fails before the store is opened: the error names
+// the flag, and no store is left behind.
+func TestServeOnABusyPortLeavesNoStore(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	data := filepath.Join(t.TempDir(), "state")
+	addr := busy.Addr().String()
+	_, stderr, code := runMain(t, "serve", "--machines", "../../machines", "--data", data, "--http", addr)
+	if code != 1 || !strings.Contains(stderr, "stategate: --http "+addr+": listen tcp "+addr) {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("a store was made at %s (%v)", data, err)
 	}
 }

@@ -56,13 +56,21 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 			log.Info("pprof", "err", http.ListenAndServe(listenAddr(c.Pprof), mux))
 		}()
 	}
-	// The flags and the machines folder are checked first: a mistake must
-	// not leave a new store behind.
+	// The flags, the machines folder and the HTTP port are checked first:
+	// a mistake or a busy port must not leave a new store behind.
 	if c.Memory && c.NoSync {
 		return errors.New("--memory and --no-sync cannot be combined (--memory writes nothing to sync)")
 	}
 	if info, err := os.Stat(c.Machines); err != nil || !info.IsDir() {
 		return fmt.Errorf("--machines %s: not a folder", c.Machines)
+	}
+	var ln net.Listener
+	if c.HTTP != "" {
+		var err error
+		if ln, err = net.Listen("tcp", listenAddr(c.HTTP)); err != nil {
+			return fmt.Errorf("--http %s: %w", c.HTTP, err)
+		}
+		defer ln.Close()
 	}
 	st, where, err := c.openStore(log)
 	if err != nil {
@@ -115,11 +123,6 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 			log.Info("stdin is a terminal: this server speaks MCP (JSON-RPC) on stdin and stdout, for an MCP client to start it (see README, \"Use it from an MCP client\"); to try it by hand, serve HTTP instead with --http 127.0.0.1:3001")
 		}
 		return g.ServeStdio(ctx, os.Stdin, stdout)
-	}
-	addr := listenAddr(c.HTTP)
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
 	}
 	h := g.HTTPHandler()
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
