@@ -16,10 +16,13 @@ import (
 func TestCheck(t *testing.T) {
 	const lamp = `{"id":"lamp","initial":"off","states":{"off":{"on":{"ON":"off"}}}}`
 	const noID = `{"initial":"x","states":{"x":{}}}`
+	const pay = `{"id":"a","initial":"x","states":{"x":{"on":{
+		"PAY":{"meta":{"tool":{"inputSchema":{"properties":{"amount":{"type":"number"}},"required":["amount"]}}}}}}}}`
 	tests := []struct {
-		name  string
-		files [][2]string // name, content; oldest first
-		want  map[string]string
+		name      string
+		handleKey string      // check's --handle-key
+		files     [][2]string // name, content; oldest first
+		want      map[string]string
 	}{{
 		name:  "a newer copy of a machine",
 		files: [][2]string{{"lamp.json", lamp}, {"a-copy.json", lamp}},
@@ -47,6 +50,21 @@ func TestCheck(t *testing.T) {
 		files: [][2]string{{"a.json", `{"id":"a","initial":"x","states":{"x":{"on":{
 			"GO":{"meta":{"tool":{"inputSchema":{"type":"array"}}}}}}}}`}},
 		want: map[string]string{"a.json": `tool a_go: inputSchema: the type must be "object"`},
+	}, {
+		name:      "a handle key that is a tool's argument",
+		handleKey: "amount",
+		files:     [][2]string{{"a.json", pay}},
+		want:      map[string]string{"a.json": `tool a_pay: inputSchema: handle key "amount" is also a property of the tool's input schema`},
+	}, {
+		name:      "a handle key that is not",
+		handleKey: "order_id",
+		files:     [][2]string{{"a.json", pay}},
+		want:      map[string]string{"a.json": "ok"},
+	}, {
+		name: "a machine's own handle key that a tool requires",
+		files: [][2]string{{"a.json", `{"id":"a","meta":{"handleKey":"id"},"initial":"x","states":{"x":{"on":{
+			"GO":{"meta":{"tool":{"inputSchema":{"required":["id"]}}}}}}}}`}},
+		want: map[string]string{"a.json": `tool a_go: inputSchema: handle key "id" is also a property of the tool's input schema`},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,7 +82,7 @@ func TestCheck(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			rep, err := gate.Check(&xstate.Loader{}, []string{dir}, "")
+			rep, err := gate.Check(&xstate.Loader{}, []string{dir}, tt.handleKey)
 			if err != nil {
 				t.Fatal(err)
 			}

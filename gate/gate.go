@@ -766,9 +766,6 @@ func (g *Gate) load(ctx context.Context, m *Machine, handle string) (*instance, 
 		// state, and that is logged, never silent.
 		var migrated *store.Migration
 		if pruned, cut := m.M.Prune(p.Value); cut {
-			g.log.Warn("instance migrated: its state no longer exists in the machine",
-				"machine", m.ID, "handle", handle, "from", p.Value.String(), "to", pruned.String(),
-				"machineVersion", m.Version, "storedWith", rec.MachineVersion)
 			migrated = &store.Migration{From: p.Value.Plain(), FromVersion: rec.MachineVersion, ToVersion: m.Version}
 			p.Value = pruned
 		}
@@ -778,6 +775,15 @@ func (g *Gate) load(ctx context.Context, m *Machine, handle string) (*instance, 
 		}
 		if migrated != nil {
 			migrated.To = snap.Value()
+			// The states as the status tool shows them: the restored
+			// one, not the pruned value ({} for the initial state).
+			from, _ := json.Marshal(migrated.From)
+			if s, ok := migrated.From.(string); ok {
+				from = []byte(s)
+			}
+			g.log.Warn("instance migrated: its state no longer exists in the machine",
+				"machine", m.ID, "handle", handle, "from", string(from), "to", stateString(snap),
+				"machineVersion", m.Version, "storedWith", rec.MachineVersion)
 		}
 		in = &instance{m: m, handle: handle, snap: snap, version: version, timers: rec.Timers, migrated: migrated}
 	}

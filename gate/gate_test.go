@@ -1,12 +1,16 @@
 package gate_test
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"stategate/gate"
@@ -144,5 +148,144 @@ func TestPanicKeepsTheServer(t *testing.T) {
 	}
 	if _, sc, _ := c.call("m_status", nil); sc["state"] != "a" || sc["context"].(map[string]any)["n"] != 1.0 {
 		t.Fatalf("status after the panic: %v", sc)
+	}
+}
+
+// TestForbiddenTransitionHidesTheTool checks XState's forbidden transition
+// (an event mapped to undefined in the active child state): the root
+// handles PUBLISH, but while the document is locked the tool is not
+// listed and a call is refused without moving; once unlocked it is listed
+// and taken by the root's handler.
+func TestForbiddenTransitionHidesTheTool(t *testing.T) {
+	url, _ := setupWith(t, map[string]string{"doc.mjs": `import { createMachine } from 'xstate';
+export default createMachine({ id: 'doc', initial: 'editing',
+  on: { PUBLISH: '.published' },
+  states: {
+    editing: { initial: 'locked', states: {
+      locked: { on: { PUBLISH: undefined, UNLOCK: 'unlocked' } },
+      unlocked: {} } },
+    published: { type: 'final' } } });`})
+	c := connect(t, url)
+	tools := c.tools()
+	if _, ok := tools["doc_publish"]; ok {
+		t.Fatalf("doc_publish listed while PUBLISH is forbidden: %v", names(tools))
+	}
+	if _, ok := tools["doc_unlock"]; !ok {
+		t.Fatalf("doc_unlock not listed: %v", names(tools))
+	}
+	text, sc, isErr := c.call("doc_publish", nil)
+	if !isErr || sc["error"] != "FORBIDDEN" || slices.Contains(anyStrings(sc["allowed"]), "doc_publish") {
+		t.Fatalf("publish while locked: %v %q %v", isErr, text, sc)
+	}
+	if _, sc, _ := c.call("doc_status", nil); !reflect.DeepEqual(sc["state"], map[string]any{"editing": "locked"}) {
+		t.Fatalf("a forbidden call moved the document: %v", sc["state"])
+	}
+	if text, _, isErr := c.call("doc_unlock", nil); isErr {
+		t.Fatalf("unlock: %s", text)
+	}
+	if _, ok := c.tools()["doc_publish"]; !ok {
+		t.Fatalf("doc_publish not listed once unlocked: %v", names(c.tools()))
+	}
+	if _, sc, isErr := c.call("doc_publish", nil); isErr || sc["state"] != "published" || sc["status"] != "done" {
+		t.Fatalf("publish once unlocked: %v %v", isErr, sc)
+	}
+}
+
+// TestHandleKeyClashIsALoadError checks that a handle key of the name of
+// a tool's argument (--handle-key amount, with the bundled invoice's
+// invoice_add_line taking an amount) fails the machine's file when served,
+// naming the tool and the argument, rather than replacing the argument;
+// machines without such an argument are served.
+func TestHandleKeyClashIsALoadError(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"invoice.json", "invoice.impl.ts", "db-migration.mjs"} {
+		data, err := os.ReadFile(filepath.Join("..", "machines", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := gate.New(gate.Options{Store: store.NewMemory(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	lib := gate.NewLibrary(g, &xstate.Loader{}, dir, "amount")
+	if err := lib.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	err := lib.Errors()[filepath.Join(dir, "invoice.json")]
+	if !errors.Is(err, gate.ErrHandleKeyClash) || !strings.Contains(err.Error(), `tool invoice_add_line: inputSchema: handle key "amount" is also a property`) {
+		t.Fatalf("invoice.json with --handle-key amount: err = %v", err)
+	}
+	var served []string
+	for _, m := range g.Machines() {
+		served = append(served, m.ID)
+	}
+	if !slices.Equal(served, []string{"migration"}) {
+		t.Fatalf("served %v, want only migration", served)
+	}
+}
+
+// logBuffer collects a logger's lines; the gate logs from several
+// goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestMigrationLogNamesTheStates checks that the log of a migration names
+// the states as the status tool shows them: the instance in on moves to
+// the initial state off of a version without on, and the log says
+// from=on to=off (it said to={}, the pruned value).
+func TestMigrationLogNamesTheStates(t *testing.T) {
+	dir := t.TempDir()
+	lamp := filepath.Join(dir, "lamp.json")
+	write := func(src string) {
+		if err := os.WriteFile(lamp, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"id":"lamp","initial":"off","states":{"off":{"on":{"ON":"on"}},"on":{"on":{"OFF":"off"}}}}`)
+	logs := &logBuffer{}
+	g := gate.New(gate.Options{Store: store.NewMemory(), Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	lib := gate.NewLibrary(g, &xstate.Loader{}, dir, "")
+	if err := lib.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	h := g.HTTPHandler(gate.HTTPOptions{})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	t.Cleanup(h.Close)
+	c := connect(t, srv.URL+"/mcp")
+	if _, sc, isErr := c.call("lamp_on", nil); isErr || sc["state"] != "on" {
+		t.Fatalf("on: %v %v", isErr, sc)
+	}
+	write(`{"id":"lamp","initial":"off","states":{"off":{"on":{"LIGHT":"lit"}},"lit":{}}}`)
+	if err := lib.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	_, sc, _ := c.call("lamp_status", nil)
+	if sc["state"] != "off" || sc["migrated"] == nil {
+		t.Fatalf("status after the migration: %v", sc)
+	}
+	var line string
+	for l := range strings.SplitSeq(logs.String(), "\n") {
+		if strings.Contains(l, "instance migrated") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, " from=on to=off ") {
+		t.Fatalf("migration log %q, want from=on to=off", line)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -104,7 +105,7 @@ func LoadMachine(l *xstate.Loader, file, defaultHandleKey string) (*Machine, []x
 	}
 	gm, err := newMachine(m, file, defaultHandleKey)
 	if err != nil {
-		return nil, warns, &xstate.LoadError{File: file, Diags: []xstate.Diagnostic{{File: file, Msg: err.Error()}}}
+		return nil, warns, &xstate.LoadError{File: file, Diags: []xstate.Diagnostic{{File: file, Msg: err.Error()}}, Err: err}
 	}
 	gm.Sources = xstate.Sources(file, m)
 	gm.Version = sourcesVersion(gm.Sources)
@@ -336,22 +337,26 @@ func inputSchema(given map[string]any, handleKey string) (map[string]any, error)
 	}
 	if handleKey != "" {
 		props, _ := schema["properties"].(map[string]any)
+		req, _ := schema["required"].([]any)
+		// The handle key's argument picks the instance and never reaches
+		// the machine: a property of the machine's own by that name would
+		// be replaced.
+		if _, taken := props[handleKey]; taken || slices.Contains(req, any(handleKey)) {
+			return nil, fmt.Errorf("handle key %q %w: its argument picks the instance and is not passed to the machine, so the tool's own %q would be lost; choose another handle key (--handle-key, or the machine's meta.handleKey)", handleKey, ErrHandleKeyClash, handleKey)
+		}
 		if props == nil {
 			props = map[string]any{}
 		}
 		props[handleKey] = map[string]any{"type": "string", "minLength": 1, "description": "Which instance of the workflow to act on."}
 		schema["properties"] = props
-		req, _ := schema["required"].([]any)
-		has := false
-		for _, r := range req {
-			has = has || r == handleKey
-		}
-		if !has {
-			schema["required"] = append([]any{handleKey}, req...)
-		}
+		schema["required"] = append([]any{handleKey}, req...)
 	}
 	return schema, nil
 }
+
+// ErrHandleKeyClash is the error of a machine one of whose tools has an
+// argument of the handle key's name (a property of its input schema).
+var ErrHandleKeyClash = errors.New("is also a property of the tool's input schema")
 
 func compileSchema(name string, schema map[string]any) (*jsonschema.Schema, error) {
 	c := jsonschema.NewCompiler()

@@ -1,8 +1,14 @@
 // A database migration that may only run inside a maintenance window: the
 // window opens on request and closes by itself after windowMs (an `after`
 // timer); a migration is started only while it is open, and one still
-// running when it closes is paused until the next window.
-import { setup, assign, not } from 'xstate';
+// running when it closes is paused until the next window. Once the
+// migration is verified the window is retired (a final state of its own,
+// reached when the other region is done), so the workflow is done.
+import { setup, assign, not, stateIn } from 'xstate';
+
+// A parallel state is done when every region is: the window retires as
+// soon as the migration is done.
+const retireOnceMigrated = { guard: stateIn({ migration: 'done' }), target: 'retired' };
 
 export default setup({
   delays: { window: ({ context }) => context.windowMs },
@@ -25,14 +31,17 @@ export default setup({
       initial: 'closed',
       states: {
         closed: {
+          always: retireOnceMigrated,
           on: { OPEN_WINDOW: { target: 'open', description: 'Open the maintenance window (it closes by itself after 30 minutes).' } },
         },
         open: {
           entry: 'openWindow',
           exit: 'closeWindow',
+          always: retireOnceMigrated,
           after: { window: 'closed' },
           on: { CLOSE_WINDOW: { target: 'closed', description: 'Close the maintenance window now.' } },
         },
+        retired: { type: 'final' },
       },
     },
     migration: {
@@ -65,4 +74,5 @@ export default setup({
       },
     },
   },
+  output: ({ context }) => ({ stepsDone: context.stepsDone }),
 });

@@ -296,13 +296,24 @@ func (r *configReader) state(o *object, key string, path []string, root bool) *i
 		if !isObj {
 			r.errorf(sp, o.line, "on must be an object of event handlers")
 		} else {
-			for _, ev := range on.keys {
+			for _, ev := range on.allKeys() {
 				if ev == "" {
 					r.errorf(sp, on.line, `null events ("") cannot be used as a transition key in XState v5; use always: { ... } instead`)
 					continue
 				}
 				where := fmt.Sprintf("on %q", ev)
-				d.On = append(d.On, interp.EventDef{Event: ev, Transitions: r.transitions(on.vals[ev], sp, on.line, where)})
+				v, ok := on.vals[ev]
+				switch {
+				case !ok:
+					// An event mapped to undefined: XState's forbidden
+					// transition, targetless and without actions. It is
+					// selected here, so no ancestor sees the event.
+					d.On = append(d.On, interp.EventDef{Event: ev, Transitions: []*interp.TransitionDef{{}}})
+				case v == nil:
+					r.errorf(sp, on.line, "%s: a transition cannot be null (XState fails to create the machine); use undefined or {} to forbid the event here, [] for no transition", where)
+				default:
+					d.On = append(d.On, interp.EventDef{Event: ev, Transitions: r.transitions(v, sp, on.line, where)})
+				}
 			}
 		}
 	}
@@ -448,6 +459,9 @@ func (r *configReader) transitions(v any, sp string, line int, where string) []*
 				t.Targets = []string{x}
 				t.HasTarget = true
 			}
+		case undefinedValue:
+			// undefined in a module is targetless too: XState reads it
+			// as {target: undefined}.
 		case *object:
 			for _, k := range x.keys {
 				if hint, bad := v4Keys[k]; bad {
@@ -456,7 +470,9 @@ func (r *configReader) transitions(v any, sp string, line int, where string) []*
 					r.warnf(sp, x.line, "%s: unknown transition key %q is ignored", where, k)
 				}
 			}
-			if tv, ok := x.get("target"); ok && tv != nil && tv != "" {
+			if tv, ok := x.get("target"); ok && tv == nil {
+				r.errorf(sp, x.line, "%s: target cannot be null (XState fails when the transition is taken); leave target out for a targetless transition", where)
+			} else if ok && tv != "" {
 				t.Targets = r.targets(tv, sp, x.line)
 				t.HasTarget = true
 			}

@@ -93,6 +93,19 @@ func TestForbiddenImports(t *testing.T) {
 	}
 }
 
+// An event mapped to null fails the module, as XState's createMachine
+// throws on it; one mapped to undefined is the forbidden transition.
+func TestNullTransitionIsAnError(t *testing.T) {
+	_, _, err := (&Loader{}).LoadModule(jsFile("null-transition.mjs"))
+	want := `state a: on "GO": a transition cannot be null`
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+	if strings.Contains(err.Error(), "FINE") {
+		t.Fatalf("undefined reported too: %v", err)
+	}
+}
+
 func TestSyntaxErrorNamesFileAndLine(t *testing.T) {
 	_, _, err := (&Loader{}).LoadModule(jsFile("syntax.ts"))
 	if !errors.Is(err, ErrInvalid) {

@@ -20,7 +20,18 @@ type object struct {
 	// undef are the keys a JavaScript object set to undefined, which
 	// vals leaves out (an assign removes them from the context).
 	undef []string
-	line  int // the line of the opening brace
+	// all is every key in order, the undefined ones too; nil when no key
+	// is undefined (then keys is every key).
+	all  []string
+	line int // the line of the opening brace
+}
+
+// allKeys returns every key in order, those set to undefined included.
+func (o *object) allKeys() []string {
+	if o.all != nil {
+		return o.all
+	}
+	return o.keys
 }
 
 func (o *object) get(k string) (any, bool) {

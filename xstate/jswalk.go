@@ -114,19 +114,24 @@ func (w *walker) walk(v goja.Value, depth int) (any, error) {
 			return nil, err
 		}
 		if _, undef := e.(undefinedValue); undef {
+			if fields.all == nil {
+				fields.all = slices.Clone(fields.keys)
+			}
+			fields.all = append(fields.all, k)
 			fields.undef = append(fields.undef, k)
 			continue
+		}
+		if fields.all != nil {
+			fields.all = append(fields.all, k)
 		}
 		fields.keys = append(fields.keys, k)
 		fields.vals[k] = e
 	}
 	if kind, ok := fields.vals[shimMark].(string); ok {
 		delete(fields.vals, shimMark)
-		for i, k := range fields.keys {
-			if k == shimMark {
-				fields.keys = append(fields.keys[:i], fields.keys[i+1:]...)
-				break
-			}
+		fields.keys = slices.DeleteFunc(fields.keys, func(k string) bool { return k == shimMark })
+		if fields.all != nil {
+			fields.all = slices.DeleteFunc(fields.all, func(k string) bool { return k == shimMark })
 		}
 		return &jsMarker{kind: kind, fields: fields}, nil
 	}

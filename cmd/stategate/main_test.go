@@ -2,13 +2,18 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 const caseDir = "../../testdata/conformance"
@@ -69,6 +74,13 @@ func TestCheckCommand(t *testing.T) {
 	if !strings.Contains(out.String(), "bad.json:1: state a:") || !strings.Contains(out.String(), "FAILED") {
 		t.Fatalf("output %q", out.String())
 	}
+	// A handle key that is a bundled machine's argument fails its files.
+	out.Reset()
+	err = (&checkCmd{Files: []string{"../../machines"}, HandleKey: "amount"}).Run(&out)
+	if err != errSilentFailure || !strings.Contains(out.String(), `tool invoice_add_line: inputSchema: handle key "amount" is also a property`) ||
+		!strings.Contains(out.String(), "tool payment_authorize: inputSchema:") {
+		t.Fatalf("check --handle-key amount machines: %v\n%s", err, out.String())
+	}
 	// The machines of the history cases, each on its own (two of them
 	// share an id, which a served folder could not hold).
 	out.Reset()
@@ -96,6 +108,68 @@ func TestServeRefusesAMissingMachinesFolder(t *testing.T) {
 	err := (&serveCmd{Machines: filepath.Join(t.TempDir(), "nope"), Data: data}).Run(io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "not a folder") {
 		t.Fatalf("err = %v", err)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("a store was made at %s (%v)", data, err)
+	}
+}
+
+// TestMain runs the command itself when STATEGATE_RUN_MAIN is set, so that
+// a test can run it as a process and see its output and exit status.
+func TestMain(m *testing.M) {
+	if os.Getenv("STATEGATE_RUN_MAIN") != "" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// runMain runs stategate with args and returns what it printed and its
+// exit status.
+func runMain(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "STATEGATE_RUN_MAIN=1")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+// TestServeFlagsThatCannotBeCombined checks that --memory with --no-sync
+// is one line of error and exit status 1, not kong's whole usage and its
+// status 80.
+func TestServeFlagsThatCannotBeCombined(t *testing.T) {
+	stdout, stderr, code := runMain(t, "serve", "--memory", "--no-sync")
+	want := "stategate: --memory and --no-sync cannot be combined (--memory writes nothing to sync)\n"
+	if code != 1 || stdout != "" || stderr != want {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want exit 1 and stderr %q", code, stdout, stderr, want)
+	}
+}
+
+// TestServeOnABusyPortLeavesNoStore checks that serve --http on a port
+// another process holds fails before the store is opened: the error names
+// the flag, and no store is left behind.
+func TestServeOnABusyPortLeavesNoStore(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	data := filepath.Join(t.TempDir(), "state")
+	addr := busy.Addr().String()
+	_, stderr, code := runMain(t, "serve", "--machines", "../../machines", "--data", data, "--http", addr)
+	if code != 1 || !strings.Contains(stderr, "stategate: --http "+addr+": listen tcp "+addr) {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
 	if _, err := os.Stat(data); !os.IsNotExist(err) {
 		t.Fatalf("a store was made at %s (%v)", data, err)

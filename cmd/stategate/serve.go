@@ -36,8 +36,8 @@ type serveCmd struct {
 	Instance  string        `default:"default" help:"The instance that stdio uses for machines with no handle key."`
 	JSTimeout time.Duration `name:"js-timeout" default:"1s" help:"Time limit of one call into a machine's JavaScript."`
 	Pprof     string        `hidden:"" placeholder:"ADDR" help:"Serve net/http/pprof at ADDR (loopback), for profiling."`
-	NoSync    bool          `xor:"store" help:"Answer calls before their state reaches the disk (faster; a power cut may lose the last calls, a killed server does not)."`
-	Memory    bool          `xor:"store" help:"Keep workflow state in memory only: nothing is written (--data is not used) and a restart starts every workflow afresh. For tests and demos."`
+	NoSync    bool          `help:"Answer calls before their state reaches the disk (faster; a power cut may lose the last calls, a killed server does not)."`
+	Memory    bool          `help:"Keep workflow state in memory only: nothing is written (--data is not used) and a restart starts every workflow afresh. For tests and demos."`
 	AuditKeep int           `default:"1000" help:"Audit entries kept per instance."`
 	// Checkpoint is for tests that want the store's checkpoints frequent.
 	Checkpoint int64 `hidden:"" name:"checkpoint-bytes" help:"Bytes of saves the write-ahead log holds before they are moved to Badger."`
@@ -60,10 +60,28 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 			log.Info("pprof", "err", http.ListenAndServe(listenAddr(c.Pprof), mux))
 		}()
 	}
-	// The machines folder is checked first: a mistyped --machines must not
-	// leave a new store behind.
+	// The flags, the machines folder and the HTTP port are checked first:
+	// a mistake or a busy port must not leave a new store behind.
+	if c.Memory && c.NoSync {
+		return errors.New("--memory and --no-sync cannot be combined (--memory writes nothing to sync)")
+	}
 	if info, err := os.Stat(c.Machines); err != nil || !info.IsDir() {
 		return fmt.Errorf("--machines %s: not a folder", c.Machines)
+	}
+	var token string
+	if c.TokenFile != "" {
+		var err error
+		if token, err = readToken(c.TokenFile); err != nil {
+			return err
+		}
+	}
+	var ln net.Listener
+	if c.HTTP != "" {
+		var err error
+		if ln, err = net.Listen("tcp", listenAddr(c.HTTP)); err != nil {
+			return fmt.Errorf("--http %s: %w", c.HTTP, err)
+		}
+		defer ln.Close()
 	}
 	st, where, err := c.openStore(log)
 	if err != nil {
@@ -117,18 +135,8 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 		}
 		return g.ServeStdio(ctx, os.Stdin, stdout)
 	}
-	addr := listenAddr(c.HTTP)
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	hopts := gate.HTTPOptions{Hosts: append(gate.ListenHosts(ln.Addr()), c.AllowHost...), MaxSessions: c.Sessions}
-	if c.TokenFile != "" {
-		if hopts.Token, err = readToken(c.TokenFile); err != nil {
-			return err
-		}
-	}
-	if !loopback(ln.Addr()) && hopts.Token == "" {
+	hopts := gate.HTTPOptions{Hosts: append(gate.ListenHosts(ln.Addr()), c.AllowHost...), MaxSessions: c.Sessions, Token: token}
+	if !loopback(ln.Addr()) && token == "" {
 		log.Warn("serving HTTP on a non-loopback address without authentication: anyone who can reach it can drive every workflow (give --token-file)", "addr", ln.Addr().String())
 	}
 	h := g.HTTPHandler(hopts)
