@@ -106,6 +106,7 @@ func TestMetaTool(t *testing.T) {
 		`{"annotations":{"readOnlyHint":"yes"}}`: "meta.tool.annotations.readOnlyHint must be true or false",
 		`{"annotations":{"title":"Go"}}`:         "the title is meta.tool.title",
 		`{"compactDescription":{"text":"Go."}}`:  "meta.tool.compactDescription must be a string",
+		`{"inputSchema":{"type":"object","properties":{"type":{"type":"string"}}}}`: `the property "type" cannot be an argument`,
 	} {
 		if _, err := load(tool); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("meta.tool %s: err = %v, want %q", tool, err, want)

@@ -334,6 +334,11 @@ func inputSchema(given map[string]any, handleKey string) (map[string]any, error)
 			return nil, fmt.Errorf("the type must be \"object\", not %v", t)
 		}
 		schema["type"] = "object"
+		// A call sends {type: E, ...arguments}: an argument named type
+		// would be lost to the event's own.
+		if props, _ := schema["properties"].(map[string]any); props["type"] != nil {
+			return nil, errors.New(`the property "type" cannot be an argument: a call sends {type: EVENT, ...arguments}, so the event's type would replace it; name it otherwise`)
+		}
 	}
 	if handleKey != "" {
 		props, _ := schema["properties"].(map[string]any)
