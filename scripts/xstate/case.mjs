@@ -1,6 +1,5 @@
 // Reads a conformance case and loads its machine with the real XState, for
-// trace.mjs and bench.mjs (the case format: testdata/conformance/INDEX.md
-// and README, Correctness).
+// trace.mjs and bench.mjs (the case format: README.md beside this file).
 //
 // A case names its machine relative to the case file: a JSON config (given
 // to createMachine, then to machine.provide() with the default export of
