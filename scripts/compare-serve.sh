@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Measures `stategate serve` and a peer (scripts/ts-peer: the official
 # TypeScript SDK and the real XState) under the same load, alternating, with
-# ../shared/tools/mcpload: the invoice cycle of issue #4 (submit, request
-# changes, a tools/list every 10 calls) at each session count. Prints one
-# line per run: calls/s, p50 and p99 in µs, and the server's peak RSS.
+# the project's load generator (internal/cmd/mcpload): the invoice cycle of
+# issue #4 (submit, request changes, a tools/list every 10 calls) at each
+# session count. Prints one line per run: calls/s, p50 and p99 in µs, and
+# the server's peak RSS.
 #   scripts/compare-serve.sh [-r REPEAT] [-d SECONDS] [SESSIONS...]   (default: 1 64)
-# Needs node and npm for the peer (its packages are installed on first use).
+# Needs Go, and node and npm for the peer (its packages are installed on
+# first use).
 set -euo pipefail
 repeat=3 secs=10
 while [ $# -gt 0 ]; do
@@ -18,15 +20,16 @@ done
 sessions=("$@")
 [ $# -eq 0 ] && sessions=(1 64)
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-shared="${STATEGATE_SHARED:-$here/../shared}"
 tmp="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
 (cd "$here" && go build -o "$tmp/stategate" ./cmd/stategate)
-(cd "$shared/tools/mcpload" && go build -o "$tmp/mcpload" .)
+(cd "$here" && go build -o "$tmp/mcpload" ./internal/cmd/mcpload)
 if [ ! -d "$here/scripts/ts-peer/node_modules" ]; then
   (cd "$here/scripts/ts-peer" && npm install --no-audit --no-fund --silent)
 fi
 port=3101
+# field NAME LINE: a number from mcpload's JSON line.
+field() { sed 's/.*"'"$1"'":\([0-9.]*\).*/\1/' <<<"$2"; }
 # run NAME SESSIONS CMD...: starts the server, loads it, stops it.
 run() {
   local name=$1 s=$2; shift 2
@@ -39,7 +42,8 @@ run() {
   local rss
   rss=$(awk '/VmHWM/{print int($2/1024)}' "/proc/$pid/status")
   kill "$pid"; wait "$pid" 2>/dev/null || true
-  python3 -c 'import json,sys; d=json.loads(sys.argv[1]); n,s,r=sys.argv[2:]; print("%-10s %8s %10.0f %9d %9d %6s MB" % (n, s, d["calls_per_s"], d["p50_us"], d["p99_us"], r))' "$out" "$name" "$s" "$rss"
+  awk -v n="$name" -v s="$s" -v c="$(field calls_per_s "$out")" -v p50="$(field p50_us "$out")" -v p99="$(field p99_us "$out")" -v r="$rss" \
+    'BEGIN { printf "%-10s %8s %10.0f %9d %9d %6s MB\n", n, s, c, p50, p99, r }'
 }
 printf '%-10s %8s %10s %9s %9s %9s\n' server sessions calls/s p50_us p99_us peak_rss
 for s in "${sessions[@]}"; do

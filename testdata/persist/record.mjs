@@ -1,7 +1,7 @@
 // Records what the real XState does with a persisted snapshot, for
 // xstate/persist_test.go: node record.mjs CASE.persist.json > CASE.want.json
 // (run it in the oracle's folder, where xstate and esbuild are installed:
-// ../shared/conformance/oracle.sh installs them).
+// scripts/xstate/install.sh installs them and prints the folder).
 // A case runs its `before` events, persists the snapshot, restores it in a
 // new actor, runs its `after` events, and prints the persisted snapshot
 // and the restored actor's value, context and children.
