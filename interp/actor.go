@@ -89,7 +89,7 @@ type ActorOptions struct {
 	Timers []PendingTimer
 	// HoldPromises keeps the outcome of the actor's promise children (and
 	// theirs) from being delivered: each step runs its synchronous part
-	// only. It is for timing as XState's own benchmark times (bench.sh),
+	// only. It is for timing as XState is timed (scripts/bench-xstate.sh),
 	// whose loop never yields to the microtasks that would deliver a
 	// promise's outcome; a run that should behave as XState leaves it off.
 	HoldPromises bool

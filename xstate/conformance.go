@@ -216,8 +216,8 @@ func (c *Case) Run(m *interp.Machine) *Trace {
 	return tr
 }
 
-// Round runs the case once as bench.sh does: a fresh actor, every step,
-// then stop; nothing is recorded. As in bench.sh, whose loop never yields
+// Round runs the case once as scripts/bench-xstate.sh does: a fresh actor, every step,
+// then stop; nothing is recorded. As in scripts/bench-xstate.sh, whose loop never yields
 // to the microtasks that would deliver them, the outcomes of promise
 // actors are not delivered (interp.ActorOptions.HoldPromises).
 func (c *Case) Round(m *interp.Machine) {
@@ -234,7 +234,7 @@ func (c *Case) Round(m *interp.Machine) {
 	a.Stop()
 }
 
-// BenchResult is the line bench.sh prints for a case.
+// BenchResult is the line scripts/bench-xstate.sh prints for a case.
 type BenchResult struct {
 	Case       string   `json:"case"`
 	Rounds     int      `json:"rounds"`
@@ -243,7 +243,7 @@ type BenchResult struct {
 	NsPerRound float64  `json:"ns_per_round"`
 }
 
-// Bench times the case as bench.sh times XState: each round creates and
+// Bench times the case as scripts/bench-xstate.sh times XState: each round creates and
 // starts a fresh actor, runs every step and stops it; rounds run for a
 // quarter of the time to warm up, then are counted for d.
 func (c *Case) Bench(m *interp.Machine, d time.Duration) BenchResult {

@@ -32,7 +32,7 @@ func caseFiles(t testing.TB) []string {
 
 var traceFields = []string{"value", "context", "status", "tags", "enabled", "emitted", "output", "error"}
 
-// traceDiffs compares two traces field by field, as compare.py does.
+// traceDiffs compares two traces field by field, as internal/cmd/tracediff does.
 func traceDiffs(expected, actual []byte) ([]string, error) {
 	var exp, act struct {
 		Steps []map[string]any `json:"steps"`

@@ -26,7 +26,7 @@ const version = "0.1.0"
 type cli struct {
 	Serve serveCmd `cmd:"" help:"Serve the machines of a folder as an MCP server whose tools follow each workflow's state."`
 	Trace traceCmd `cmd:"" help:"Run a conformance case and print its trace (the format of the conformance README)."`
-	Bench benchCmd `cmd:"" help:"Time conformance cases as bench.sh times XState; one JSON line per case."`
+	Bench benchCmd `cmd:"" help:"Time conformance cases as scripts/bench-xstate.sh times XState; one JSON line per case."`
 	Check checkCmd `cmd:"" help:"Validate machine files; exit status 1 when any fails."`
 	State stateCmd `cmd:"" help:"Inspect or reset the stored instances (when no server holds the store)."`
 
