@@ -32,8 +32,9 @@ func freePort(t *testing.T) string {
 // startServer runs the binary over HTTP and waits until it answers.
 func startServer(t *testing.T, bin, machines, data, addr string) *exec.Cmd {
 	t.Helper()
-	// Checkpoints every few dozen calls: the kill may land in one.
-	cmd := exec.Command(bin, "serve", "--machines", machines, "--data", data, "--http", addr, "--checkpoint-bytes", "16384")
+	// Flushes and compactions every few hundred calls: the kill may land
+	// in one.
+	cmd := exec.Command(bin, "serve", "--machines", machines, "--data", data, "--http", addr, "--small-tables")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

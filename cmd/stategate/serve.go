@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -13,6 +14,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -35,9 +37,11 @@ type serveCmd struct {
 	NoSync    bool          `xor:"store" help:"Answer calls before their state reaches the disk (faster; a power cut may lose the last calls, a killed server does not)."`
 	Memory    bool          `xor:"store" help:"Keep workflow state in memory only: nothing is written (--data is not used) and a restart starts every workflow afresh. For tests and demos."`
 	AuditKeep int           `default:"1000" help:"Audit entries kept per instance."`
-	// Checkpoint is for tests that want the store's checkpoints frequent.
-	Checkpoint int64 `hidden:"" name:"checkpoint-bytes" help:"Bytes of saves the write-ahead log holds before they are moved to Badger."`
-	Procs      int   `placeholder:"N" help:"Cores the server runs on (GOMAXPROCS); 0: half of those Go would use, at least one (or the GOMAXPROCS variable), as a local server shares its machine with its clients."`
+	MinFree   byteSize      `default:"64MiB" placeholder:"SIZE" help:"Free disk space the store keeps in reserve: a call that would leave less is refused (the instance unchanged) until space is freed (e.g. 64MiB, 1GiB; 0: none)."`
+	// SmallTables is for tests that want the store's flushes and
+	// compactions frequent.
+	SmallTables bool `hidden:"" help:"Size the store's memtables and tables tiny (tests)."`
+	Procs       int  `placeholder:"N" help:"Cores the server runs on (GOMAXPROCS); 0: half of those Go would use, at least one (or the GOMAXPROCS variable), as a local server shares its machine with its clients."`
 }
 
 func (c *serveCmd) Run(stdout io.Writer) error {
@@ -147,11 +151,32 @@ func (c *serveCmd) openStore(log *slog.Logger) (store.Store, string, error) {
 		}
 		return m, "memory (nothing is kept after the server stops)", nil
 	}
-	b, err := store.OpenBadger(c.Data, store.BadgerOptions{NoSync: c.NoSync, AuditRetention: c.AuditKeep, CheckpointBytes: c.Checkpoint, Logger: log})
+	minFree := int64(c.MinFree)
+	if minFree == 0 {
+		minFree = -1 // no reserve
+	}
+	b, err := store.OpenBadger(c.Data, store.BadgerOptions{NoSync: c.NoSync, AuditRetention: c.AuditKeep, MinFree: minFree, SmallTables: c.SmallTables, Logger: log})
 	if err != nil {
 		return nil, "", err
 	}
 	return b, c.Data, nil
+}
+
+// byteSize is a size in bytes, written with a binary unit or none
+// ("64MiB", "64M", "1GiB", "4096").
+type byteSize int64
+
+func (b *byteSize) UnmarshalText(text []byte) error {
+	s := strings.TrimSpace(string(text))
+	num := strings.TrimRightFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+	unit := strings.ToLower(strings.TrimSpace(s[len(num):]))
+	shift, ok := map[string]uint{"": 0, "b": 0, "k": 10, "kb": 10, "kib": 10, "m": 20, "mb": 20, "mib": 20, "g": 30, "gb": 30, "gib": 30}[unit]
+	n, err := strconv.ParseInt(num, 10, 64)
+	if !ok || err != nil || n < 0 || n > math.MaxInt64>>shift {
+		return fmt.Errorf("%q is not a size (e.g. 64MiB, 1GiB, 4096)", s)
+	}
+	*b = byteSize(n << shift)
+	return nil
 }
 
 // listenAddr binds to 127.0.0.1 unless the address names a host: "8080"
