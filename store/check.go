@@ -107,11 +107,12 @@ func inspect(dir string, log *slog.Logger) (*inspection, error) {
 		}
 	}
 	for _, name := range mems {
-		data, err := os.ReadFile(filepath.Join(dir, name))
+		data, unmap, err := mapFile(filepath.Join(dir, name))
 		if err != nil {
 			return nil, err
 		}
 		end, err := checkMemLog(data)
+		unmap()
 		if err != nil {
 			return nil, damaged(dir, "the memtable log %s is damaged: %v", name, err)
 		}
@@ -122,19 +123,20 @@ func inspect(dir string, log *slog.Logger) (*inspection, error) {
 		unclean("the memtable log " + name + " is left to replay")
 	}
 	for _, name := range vlogs {
-		data, err := os.ReadFile(filepath.Join(dir, name))
+		data, unmap, err := mapFile(filepath.Join(dir, name))
 		if err != nil {
 			return nil, err
 		}
-		end := replayEnd(data)
+		end, size := replayEnd(data), len(data)
+		unmap()
 		if end > logHeader {
 			written++
 		}
-		if end < len(data) {
+		if end < size {
 			// Badger cuts the last value log at its end as it opens; a
 			// value it cuts away that the store still points to is found
 			// on the scratch copy (readAll).
-			unclean("the value log " + name + " ends with " + strconv.Itoa(len(data)-end) + " bytes that do not replay")
+			unclean("the value log " + name + " ends with " + strconv.Itoa(size-end) + " bytes that do not replay")
 		}
 	}
 
@@ -433,7 +435,33 @@ func copyFile(src, dst string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(out, in); err != nil {
+	// Blocks of zeros are skipped (left as holes): Badger's logs are
+	// sparse files, mostly unwritten.
+	buf := make([]byte, 64<<10)
+	var size int64
+	for {
+		n, rerr := io.ReadFull(in, buf)
+		if n > 0 {
+			if allZero(buf[:n]) {
+				_, err = out.Seek(int64(n), io.SeekCurrent)
+			} else {
+				_, err = out.Write(buf[:n])
+			}
+			if err != nil {
+				out.Close()
+				return err
+			}
+			size += int64(n)
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			out.Close()
+			return rerr
+		}
+	}
+	if err := out.Truncate(size); err != nil {
 		out.Close()
 		return err
 	}

@@ -54,3 +54,25 @@ func syncDir(dir string) error {
 	defer f.Close()
 	return f.Sync()
 }
+
+// mapFile maps a file into memory to read it (a log may be a sparse file
+// far larger than what it holds).
+func mapFile(path string) ([]byte, func(), error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if st.Size() == 0 {
+		return nil, func() {}, nil
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, nil, &os.PathError{Op: "mmap", Path: path, Err: err}
+	}
+	return data, func() { unix.Munmap(data) }, nil
+}

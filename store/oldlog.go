@@ -161,10 +161,12 @@ func oldField(b []byte) ([]byte, []byte, bool) {
 	return b[k : k+int(n)], b[k+int(n):], true
 }
 
+var zeros [4096]byte
+
 func allZero(b []byte) bool {
 	for len(b) > 0 {
-		n := min(len(b), 4096)
-		if !bytes.Equal(b[:n], make([]byte, n)) {
+		n := min(len(b), len(zeros))
+		if !bytes.Equal(b[:n], zeros[:n]) {
 			return false
 		}
 		b = b[n:]
