@@ -284,6 +284,26 @@ func openChecked(dir string, o BadgerOptions, log *slog.Logger) (*Badger, error)
 			log.Info("store: recovering what the last run left (it was not closed cleanly)", "store", dir, "why", ins.unclean)
 		}
 	}
+	if !ins.empty && ins.unclean == "" {
+		// The values in the value logs must all be there: a value log
+		// deleted or cut at a record's end shows only in the pointers to
+		// it. Checked read-only in place, changing nothing (a scratch
+		// copy was read whole).
+		ro := o
+		ro.ReadOnly, ro.GCInterval = true, -1
+		r, err := openDB(dir, ro)
+		if err != nil {
+			return nil, damaged(dir, "Badger cannot open it: %v", err)
+		}
+		if err := readAll(r.db, dir, 1<<10); err != nil {
+			r.Close()
+			return nil, err
+		}
+		if o.ReadOnly && r.upgraded() {
+			return r, nil
+		}
+		r.Close()
+	}
 	b, err := openDB(dir, o)
 	if err != nil {
 		return nil, err
@@ -329,7 +349,7 @@ func openScratch(dir string, ins *inspection, o BadgerOptions, log *slog.Logger)
 			err = s.upgrade(ins, false)
 		}
 		if err == nil {
-			err = readAll(s.db, dir)
+			err = readAll(s.db, dir, 0)
 		}
 		if err != nil {
 			s.Close()

@@ -53,6 +53,7 @@ type inspection struct {
 	// removed), but so does a MANIFEST that lost its end; Badger deletes
 	// them as it opens.
 	orphans []uint64
+	names   map[uint64]string // the table files' names
 	// unclean is why the store was not closed cleanly (a killed server:
 	// memtable logs left to replay, a value log or the MANIFEST to cut
 	// at a write the crash tore, orphan tables), "" if it was. Badger
@@ -71,9 +72,9 @@ func inspect(dir string, log *slog.Logger) (*inspection, error) {
 	if err != nil {
 		return nil, err
 	}
-	ins := &inspection{}
+	ins := &inspection{names: map[uint64]string{}}
 	var mems, vlogs []string
-	ssts := map[uint64]bool{}
+	ssts := ins.names
 	hasManifest := false
 	for _, e := range entries {
 		name := e.Name()
@@ -82,7 +83,7 @@ func inspect(dir string, log *slog.Logger) (*inspection, error) {
 			hasManifest = true
 		case strings.HasSuffix(name, ".sst"):
 			if id, ok := table.ParseFileID(name); ok {
-				ssts[id] = true
+				ssts[id] = name
 			}
 		case strings.HasSuffix(name, memExt):
 			mems = append(mems, name)
@@ -122,21 +123,44 @@ func inspect(dir string, log *slog.Logger) (*inspection, error) {
 		// A clean close flushes every memtable and removes its log.
 		unclean("the memtable log " + name + " is left to replay")
 	}
+	openVlog := "" // a value log that a crash left larger than its data (zeros after it)
 	for _, name := range vlogs {
 		data, unmap, err := mapFile(filepath.Join(dir, name))
 		if err != nil {
 			return nil, err
 		}
 		end, size := replayEnd(data), len(data)
+		zeroed := end < size && allZero(data[end:])
 		unmap()
 		if end > logHeader {
 			written++
+		}
+		if zeroed {
+			openVlog = name
 		}
 		if end < size {
 			// Badger cuts the last value log at its end as it opens; a
 			// value it cuts away that the store still points to is found
 			// on the scratch copy (readAll).
 			unclean("the value log " + name + " ends with " + strconv.Itoa(size-end) + " bytes that do not replay")
+		}
+	}
+
+	// A running Badger always has a memtable with its log, and writes the
+	// last value log from a file made larger than its data; a clean
+	// close flushes the memtables and removes their logs, and cuts the
+	// value log to its data. A value log left larger with no memtable
+	// log means that memtable logs were removed (and the writes they
+	// held lost); so do memtable logs whose numbers have a gap (they are
+	// flushed and removed oldest first).
+	if openVlog != "" && len(mems) == 0 {
+		return nil, damaged(dir, "the value log %s was being written when the store stopped, yet no memtable log (.mem) is left: the logs holding the last writes were removed", openVlog)
+	}
+	for i := 1; i < len(mems); i++ {
+		a, _ := strconv.Atoi(strings.TrimSuffix(mems[i-1], memExt))
+		b, _ := strconv.Atoi(strings.TrimSuffix(mems[i], memExt))
+		if b != a+1 {
+			return nil, damaged(dir, "the memtable logs %s and %s are not consecutive: the logs between them were removed", mems[i-1], mems[i])
 		}
 	}
 
@@ -175,7 +199,7 @@ func inspect(dir string, log *slog.Logger) (*inspection, error) {
 	})
 	for _, id := range ids {
 		path := table.NewFilename(id, dir)
-		if !ssts[id] {
+		if _, ok := ssts[id]; !ok {
 			return nil, damaged(dir, "the table %s, which the MANIFEST names, is missing", filepath.Base(path))
 		}
 		if _, err := openTable(path, id, mf.Tables[id].Compression); err != nil {
@@ -369,6 +393,12 @@ func checkMemLog(data []byte) (int, error) {
 	if end >= len(data) {
 		return end, nil
 	}
+	// The file was made twice a memtable's size and the memtable is
+	// flushed once half of it is written: a crash leaves zeros after the
+	// last write, a file cut short does not.
+	if zeroTail(data) < minZeroTail {
+		return 0, fmt.Errorf("it stops in the middle of a write at offset %d, without the zeros a crash leaves after the last write: it was cut short", end)
+	}
 	var commits []int // offsets of end-of-transaction records past end
 	for from := end; ; {
 		i := bytes.Index(data[from:], txnKey)
@@ -395,6 +425,25 @@ func checkMemLog(data []byte) (int, error) {
 		}
 	}
 	return end, nil
+}
+
+// minZeroTail is the least a crash leaves of a memtable's log unwritten.
+const minZeroTail = 4 << 10
+
+// zeroTail returns how many bytes of zeros data ends with.
+func zeroTail(data []byte) int {
+	n := len(data)
+	for n > 0 {
+		k := min(n, len(zeros))
+		if !allZero(data[n-k : n]) {
+			for n > 0 && data[n-1] == 0 {
+				n--
+			}
+			break
+		}
+		n -= k
+	}
+	return len(data) - n
 }
 
 // copyStore copies a store's folder to dst for a scratch open: the tables
@@ -477,7 +526,7 @@ func copyFile(src, dst string) error {
 // names, whose memtable logs are gone.
 func checkOrphans(db *badger.DB, dir string, ins *inspection, log *slog.Logger) error {
 	for _, id := range ins.orphans {
-		path := table.NewFilename(id, dir)
+		path := filepath.Join(dir, ins.names[id])
 		t, err := openTable(path, id, options.Snappy)
 		if err != nil {
 			t, err = openTable(path, id, options.None)
@@ -556,15 +605,29 @@ func truncate(s string) string {
 	return s
 }
 
-// readAll reads every value the store holds, as a load would: a value
-// that its value log no longer holds (cut at a damaged record), or a
-// block whose checksum fails, is an error.
-func readAll(db *badger.DB, dir string) error {
+// readAll reads every value the store holds of at least min bytes, as a
+// load would: a value that its value log no longer holds (a log deleted,
+// or cut at a damaged record) or whose checksum fails, or a block whose
+// checksum fails, is an error. (Badger logs a value it cannot read from
+// its value log and gives it as empty; the store writes no empty value.)
+// Values under 1 KiB are never in a value log.
+func readAll(db *badger.DB, dir string, min int64) error {
 	return db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.DefaultIteratorOptions)
+		opts := badger.DefaultIteratorOptions
+		opts.PrefetchValues = false
+		it := txn.NewIterator(opts)
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
-			if err := it.Item().Value(func([]byte) error { return nil }); err != nil {
+			if it.Item().ValueSize() < min {
+				continue
+			}
+			err := it.Item().Value(func(v []byte) error {
+				if len(v) == 0 {
+					return errors.New("its value is lost (Badger cannot read it from its value log)")
+				}
+				return nil
+			})
+			if err != nil {
 				return damaged(dir, "%s cannot be read: %v", describeKey(it.Item().Key()), err)
 			}
 		}
