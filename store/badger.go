@@ -51,10 +51,13 @@ var ErrDiskFailed = errors.New("the store's disk failed; it refuses changes unti
 
 // DefaultMinFree is the free space a Badger store keeps in reserve on its
 // disk unless told otherwise: room for what Badger may still write once
-// saves stop (the end of a memtable's log, a flush to a table, a
-// compaction of level 0 into level 1, a value log garbage collection),
-// with Badger sized as OpenBadger sizes it.
-const DefaultMinFree = 64 << 20
+// saves stop (the end of a memtable's log, a flush to a table, two
+// compactions at once, which write their tables before removing the ones
+// they merge). With Badger sized as OpenBadger sizes it, that peaked at
+// 43 to 53 MiB for stores of 100 to 370 MiB of incompressible records
+// (TestFullDisk and its kin, on a tmpfs); a much larger store may want a
+// larger reserve.
+const DefaultMinFree = 128 << 20
 
 // BadgerOptions configure a Badger store.
 type BadgerOptions struct {
@@ -170,9 +173,10 @@ const maxBatch = 256
 // badgerOptions sizes Badger for a small local server rather than its
 // defaults (a 64 MiB memtable, 1 GiB value log files): a memtable of
 // 4 MiB (its log, 8 MiB, is preallocated and memory-mapped), value log
-// files of 16 MiB, tables of 1 MiB, and values under 256 KiB kept in the
-// tables (one log and one sync per commit). What Badger may write at most
-// once saves stop (DefaultMinFree) follows from these.
+// files of 16 MiB, tables of 1 MiB at every level, level 0 compacted
+// from 3 tables (writes wait at 6), and values under 256 KiB kept in the
+// tables (one log and one sync per commit). What Badger may write once
+// saves stop (DefaultMinFree) follows from these.
 func badgerOptions(dir string, o BadgerOptions, l badger.Logger) badger.Options {
 	opts := badger.DefaultOptions(dir).
 		WithSyncWrites(!o.NoSync).
@@ -185,8 +189,8 @@ func badgerOptions(dir string, o BadgerOptions, l badger.Logger) badger.Options 
 		WithMemTableSize(4 << 20).
 		WithBaseTableSize(1 << 20).
 		WithBaseLevelSize(8 << 20).
-		WithNumLevelZeroTables(4).
-		WithNumLevelZeroTablesStall(8).
+		WithNumLevelZeroTables(3).
+		WithNumLevelZeroTablesStall(6).
 		WithValueLogFileSize(16 << 20).
 		WithValueThreshold(256 << 10).
 		WithBlockCacheSize(4 << 20).
@@ -194,6 +198,11 @@ func badgerOptions(dir string, o BadgerOptions, l badger.Logger) badger.Options 
 		WithNumCompactors(2).
 		WithVerifyValueChecksum(true).
 		WithChecksumVerificationMode(options.OnBlockRead)
+	// Tables of one size at every level: a compaction writes at most the
+	// tables it merges (a level 0 of 6 memtables and the tables of level
+	// 1 they overlap; a table and about ten of the next level), which
+	// the reserve must hold until it removes its inputs.
+	opts.TableSizeMultiplier = 1
 	if o.SmallTables {
 		opts = opts.WithMemTableSize(256 << 10).
 			WithBaseTableSize(64 << 10).

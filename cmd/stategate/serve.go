@@ -37,7 +37,7 @@ type serveCmd struct {
 	NoSync    bool          `xor:"store" help:"Answer calls before their state reaches the disk (faster; a power cut may lose the last calls, a killed server does not)."`
 	Memory    bool          `xor:"store" help:"Keep workflow state in memory only: nothing is written (--data is not used) and a restart starts every workflow afresh. For tests and demos."`
 	AuditKeep int           `default:"1000" help:"Audit entries kept per instance."`
-	MinFree   byteSize      `default:"64MiB" placeholder:"SIZE" help:"Free disk space the store keeps in reserve: a call that would leave less is refused (the instance unchanged) until space is freed (e.g. 64MiB, 1GiB; 0: none)."`
+	MinFree   byteSize      `default:"128MiB" placeholder:"SIZE" help:"Free disk space the store keeps in reserve: a call that would leave less is refused (the instance unchanged) until space is freed (e.g. 128MiB, 1GiB; 0: none)."`
 	// SmallTables is for tests that want the store's flushes and
 	// compactions frequent.
 	SmallTables bool `hidden:"" help:"Size the store's memtables and tables tiny (tests)."`
