@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -217,6 +218,20 @@ func saveAsync(b *Badger, k Key, rec Record, v uint64) <-chan error {
 func TestBigBatchIsSplitBetweenSaves(t *testing.T) {
 	dir := t.TempDir()
 	b := openTest(t, dir, BadgerOptions{})
+	// Once armed, the third commit fails: the held one's, the batch's
+	// first, then its second. (The hook is set before any save, so that
+	// no saver reads it as it changes.)
+	var armed atomic.Bool
+	commits := 0
+	inner := b.commit
+	b.commit = func(txn *badger.Txn) error {
+		if armed.Load() {
+			if commits++; commits == 3 {
+				return errors.New("injected: input/output error")
+			}
+		}
+		return inner(txn)
+	}
 	release := holdFirstCommit(b)
 	lead := saveAsync(b, Key{"m", "lead"}, Record{Snapshot: []byte(`{}`)}, 0)
 	for !leading(b) || queued(b) != 0 {
@@ -235,15 +250,7 @@ func TestBigBatchIsSplitBetweenSaves(t *testing.T) {
 	for queued(b) != n {
 		runtime.Gosched()
 	}
-	commits := 0
-	inner := b.commit
-	b.commit = func(txn *badger.Txn) error {
-		commits++
-		if commits == 2 { // the batch's second transaction
-			return errors.New("injected: input/output error")
-		}
-		return inner(txn)
-	}
+	armed.Store(true)
 	release()
 	if err := <-lead; err != nil {
 		t.Fatal(err)

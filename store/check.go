@@ -446,9 +446,10 @@ func zeroTail(data []byte) int {
 	return len(data) - n
 }
 
-// copyStore copies a store's folder to dst for a scratch open: the tables
-// (which Badger never changes) as hard links where it can, everything
-// else as copies, leaving out the tables in skip and the lock file.
+// copyStore copies a store's folder to dst for a scratch open, leaving
+// out the tables in skip and the lock file. Every file is copied, tables
+// too: Badger empties a table file (truncates it) before it removes it,
+// which through a hard link would empty the store's own.
 func copyStore(src, dst string, skip map[uint64]bool) error {
 	entries, err := os.ReadDir(src)
 	if err != nil {
@@ -459,13 +460,8 @@ func copyStore(src, dst string, skip map[uint64]bool) error {
 		if !e.Type().IsRegular() || name == "LOCK" {
 			continue
 		}
-		if id, ok := table.ParseFileID(name); ok && strings.HasSuffix(name, ".sst") {
-			if skip[id] {
-				continue
-			}
-			if os.Link(filepath.Join(src, name), filepath.Join(dst, name)) == nil {
-				continue
-			}
+		if id, ok := table.ParseFileID(name); ok && strings.HasSuffix(name, ".sst") && skip[id] {
+			continue
 		}
 		if err := copyFile(filepath.Join(src, name), filepath.Join(dst, name)); err != nil {
 			return err
