@@ -367,7 +367,8 @@ func openScratch(dir string, ins *inspection, o BadgerOptions, log *slog.Logger)
 	if err != nil {
 		os.RemoveAll(tmp)
 		if !errors.Is(err, ErrDamaged) {
-			err = damaged(dir, "Badger cannot open it: %v", err)
+			msg := strings.ReplaceAll(err.Error(), "open store "+tmp+": ", "")
+			err = damaged(dir, "Badger cannot open it: %s", strings.ReplaceAll(msg, tmp, "(a scratch copy)"))
 		}
 		return nil, err
 	}
