@@ -209,7 +209,7 @@ func badgerOptions(dir string, o BadgerOptions, l badger.Logger) badger.Options 
 			WithBaseLevelSize(256 << 10).
 			WithNumLevelZeroTables(2).
 			WithNumLevelZeroTablesStall(4).
-			WithValueLogFileSize(8 << 20).
+			WithValueLogFileSize(16 << 20).
 			WithValueThreshold(12 << 10)
 	}
 	return opts
