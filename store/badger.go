@@ -89,10 +89,6 @@ type BadgerOptions struct {
 	// tests of what a crash during them leaves).
 	SmallTables bool
 	Logger      *slog.Logger
-
-	// trusted skips the checks of the folder (a scratch copy made after
-	// them).
-	trusted bool
 }
 
 // Badger is a Store in an embedded Badger database.
@@ -231,9 +227,6 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		log = slog.Default()
 	}
 	o.Logger = log
-	if o.trusted {
-		return openDB(dir, o)
-	}
 	if o.ReadOnly || o.MustExist {
 		if info, err := os.Stat(dir); err != nil || !info.IsDir() {
 			return nil, fmt.Errorf("%w at %s: no such folder", ErrNoStore, dir)
@@ -308,8 +301,13 @@ func openChecked(dir string, o BadgerOptions, log *slog.Logger) (*Badger, error)
 			r.Close()
 			return nil, err
 		}
-		if o.ReadOnly && r.upgraded() {
-			return r, nil
+		if o.ReadOnly {
+			if r.upgraded() {
+				return r, nil
+			}
+			// Keys of the earlier format: rewritten on a scratch copy.
+			r.Close()
+			return openScratch(dir, ins, o, log)
 		}
 		r.Close()
 	}
@@ -317,16 +315,9 @@ func openChecked(dir string, o BadgerOptions, log *slog.Logger) (*Badger, error)
 	if err != nil {
 		return nil, err
 	}
-	if o.ReadOnly && !b.upgraded() {
-		// Keys of the earlier format: rewritten on a scratch copy.
+	if err := b.upgrade(ins, true); err != nil {
 		b.Close()
-		return openScratch(dir, ins, o, log)
-	}
-	if !o.ReadOnly {
-		if err := b.upgrade(ins, true); err != nil {
-			b.Close()
-			return nil, err
-		}
+		return nil, err
 	}
 	return b, nil
 }
@@ -349,7 +340,7 @@ func openScratch(dir string, ins *inspection, o BadgerOptions, log *slog.Logger)
 		return nil, fmt.Errorf("cannot make a scratch copy of the store %s in %s: %w", dir, tmp, err)
 	}
 	so := o
-	so.ReadOnly, so.trusted, so.MinFree, so.GCInterval = false, true, -1, -1
+	so.ReadOnly, so.MinFree, so.GCInterval = false, -1, -1
 	so.Logger = log.With("scratch", tmp)
 	s, err := openDB(tmp, so)
 	if err == nil {
@@ -436,20 +427,16 @@ func openDB(dir string, o BadgerOptions) (*Badger, error) {
 	return b, nil
 }
 
-// upgraded reports whether the store's keys are of the current format.
+// upgraded reports whether the store's keys are of the current format:
+// the format is recorded, or no key is of the earlier one.
 func (b *Badger) upgraded() bool {
-	ok := false
-	b.db.View(func(txn *badger.Txn) error {
-		_, err := txn.Get(formatKey)
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			// A store with no key of the earlier format needs nothing.
-			ok = !b.hasPrefix(oldInstancePrefix) && !b.hasPrefix(oldAuditPrefix)
-			return nil
-		}
-		ok = err == nil
-		return nil
-	})
-	return ok
+	return b.formatRecorded() || !b.hasPrefix(oldInstancePrefix) && !b.hasPrefix(oldAuditPrefix)
+}
+
+// formatRecorded reports whether the store records its key format.
+func (b *Badger) formatRecorded() bool {
+	_, err := b.get(formatKey)
+	return err == nil
 }
 
 func (b *Badger) hasPrefix(p string) bool {
@@ -505,7 +492,7 @@ func (b *Badger) upgrade(ins *inspection, removeLogs bool) error {
 		}
 		b.log.Info("store: imported the write-ahead logs of the earlier format", "store", b.dir, "batches", len(ins.oldBatches), "writes", n)
 	}
-	if len(ins.oldBatches) > 0 || !b.upgraded() {
+	if len(ins.oldBatches) > 0 || !b.formatRecorded() {
 		if err := b.migrateKeys(); err != nil {
 			return err
 		}
@@ -582,8 +569,8 @@ func (b *Badger) migrateKeys() error {
 	return nil
 }
 
-// commit writes the waiting saves (up to maxBatch) in one batch, then
-// hands the lead to the first save still waiting, if any.
+// commitQueued writes the waiting saves (up to maxBatch) in one batch,
+// then hands the lead to the first save still waiting, if any.
 func (b *Badger) commitQueued() {
 	b.mu.Lock()
 	n := min(len(b.queue), maxBatch)

@@ -154,3 +154,13 @@ func TestKeyEncoding(t *testing.T) {
 		}
 	}
 }
+
+// TestFormatIsRecorded: a new store records its key format, so that the
+// keys of the earlier format are looked for once.
+func TestFormatIsRecorded(t *testing.T) {
+	b := openTest(t, t.TempDir(), BadgerOptions{})
+	defer b.Close()
+	if v, err := b.get(formatKey); err != nil || string(v) != formatVersion {
+		t.Fatalf("format %q, %v", v, err)
+	}
+}
