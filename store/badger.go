@@ -605,7 +605,8 @@ func (b *Badger) writeBatch(batch []*saveReq) {
 	results := make([]error, len(batch))
 	clear(b.pending)
 	var g *group
-	// failed ends the batch: every save not yet answered gets err.
+	// stopped, once set, ends the batch: every save not yet written gets
+	// it.
 	stopped := error(nil)
 	flush := func() {
 		if g == nil {

@@ -2,12 +2,14 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -91,7 +93,9 @@ func inspect(dir string, log *slog.Logger) (*inspection, error) {
 			vlogs = append(vlogs, name)
 		}
 	}
-	byID := func(a, b string) int { return strings.Compare(fmt.Sprintf("%020s", a), fmt.Sprintf("%020s", b)) }
+	// By number (Badger writes them with leading zeros, 5 or 6 digits,
+	// but more when the numbers grow).
+	byID := func(a, b string) int { return cmp.Compare(logID(a), logID(b)) }
 	slices.SortFunc(mems, byID)
 	slices.SortFunc(vlogs, byID)
 
@@ -157,9 +161,7 @@ func inspect(dir string, log *slog.Logger) (*inspection, error) {
 		return nil, damaged(dir, "the value log %s was being written when the store stopped, yet no memtable log (.mem) is left: the logs holding the last writes were removed", openVlog)
 	}
 	for i := 1; i < len(mems); i++ {
-		a, _ := strconv.Atoi(strings.TrimSuffix(mems[i-1], memExt))
-		b, _ := strconv.Atoi(strings.TrimSuffix(mems[i], memExt))
-		if b != a+1 {
+		if logID(mems[i]) != logID(mems[i-1])+1 {
 			return nil, damaged(dir, "the memtable logs %s and %s are not consecutive: the logs between them were removed", mems[i-1], mems[i])
 		}
 	}
@@ -190,14 +192,7 @@ func inspect(dir string, log *slog.Logger) (*inspection, error) {
 		unclean(fmt.Sprintf("the MANIFEST ends with %d bytes of a change that did not complete", st.Size()-end))
 	}
 	ins.tables = mf.Tables
-	ids := slices.Sorted(func(yield func(uint64) bool) {
-		for id := range mf.Tables {
-			if !yield(id) {
-				return
-			}
-		}
-	})
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(mf.Tables)) {
 		path := table.NewFilename(id, dir)
 		if _, ok := ssts[id]; !ok {
 			return nil, damaged(dir, "the table %s, which the MANIFEST names, is missing", filepath.Base(path))
@@ -217,6 +212,12 @@ func inspect(dir string, log *slog.Logger) (*inspection, error) {
 		unclean(fmt.Sprintf("%d table files are not in the MANIFEST", len(ins.orphans)))
 	}
 	return ins, nil
+}
+
+// logID is the number of a log file (NNNNN.mem, NNNNNN.vlog).
+func logID(name string) int {
+	n, _ := strconv.Atoi(strings.TrimSuffix(name, filepath.Ext(name)))
+	return n
 }
 
 // deletedTables returns the tables that the MANIFEST records as deleted.
