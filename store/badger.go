@@ -311,6 +311,24 @@ func openChecked(dir string, o BadgerOptions, log *slog.Logger) (*Badger, error)
 		}
 		r.Close()
 	}
+	if o.NoSync && len(ins.oldBatches) > 0 {
+		// The old logs go only once Badger holds what they held on the
+		// disk: imported with syncs, whatever NoSync says.
+		so := o
+		so.NoSync, so.GCInterval = false, -1
+		u, err := openDB(dir, so)
+		if err != nil {
+			return nil, err
+		}
+		err = u.upgrade(ins, true)
+		if cerr := u.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, err
+		}
+		ins.oldBatches, ins.oldLogs = nil, nil
+	}
 	b, err := openDB(dir, o)
 	if err != nil {
 		return nil, err
