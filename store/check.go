@@ -274,7 +274,7 @@ func openTable(path string, id uint64, c options.CompressionType) (t *table.Tabl
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			t, err = nil, fmt.Errorf("unreadable: %v", firstLine(fmt.Sprint(r)))
+			t, err = nil, fmt.Errorf("its blocks do not decode (%v)", firstLine(fmt.Sprint(r)))
 		}
 	}()
 	opts := table.Options{ReadOnly: true, BlockSize: 4 << 10, Compression: c, ChkMode: options.OnTableRead}
