@@ -754,6 +754,11 @@ func (g *Gate) load(ctx context.Context, m *Machine, handle string) (*instance, 
 	case errors.Is(err, store.ErrNotFound):
 		snap, timers := g.fresh(m)
 		in = &instance{m: m, handle: handle, snap: snap, timers: timers}
+	case err == nil && rec.IsReset():
+		// Reset by an operator: it starts afresh, and its version goes
+		// on from the reset's.
+		snap, timers := g.fresh(m)
+		in = &instance{m: m, handle: handle, snap: snap, version: version, timers: timers}
 	case err != nil:
 		return nil, err
 	default:

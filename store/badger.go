@@ -8,28 +8,63 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"path/filepath"
+	"os"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 )
 
 // ErrLocked is returned by OpenBadger when another process holds the
 // store's folder (a running server, most likely).
 var ErrLocked = errors.New("store in use by another process")
 
+// errLockHeld is lockDir's: another process holds the folder's lock.
+var errLockHeld = errors.New("lock held")
+
+// ErrNoStore is returned by OpenBadger when asked to open an existing
+// store (ReadOnly, MustExist) where there is none.
+var ErrNoStore = errors.New("no store")
+
+// ErrReadOnly is returned by the writes of a store opened read-only.
+var ErrReadOnly = errors.New("the store is open read-only")
+
+// ErrNoSpace is returned by a save (or an open) that would leave less free
+// space on the store's disk than its reserve (BadgerOptions.MinFree):
+// nothing is written, reads go on, and saves succeed again once space is
+// freed.
+var ErrNoSpace = errors.New("not enough free disk space for the store")
+
+// ErrOutcomeUnknown is returned by a save whose commit or sync failed:
+// the save may or may not be on the disk (the next open tells). It wraps
+// the cause. The store then refuses every later write (ErrDiskFailed).
+var ErrOutcomeUnknown = errors.New("the store's disk failed during the save: its outcome is unknown (it may or may not be on disk)")
+
+// ErrDiskFailed is returned by every write after the disk failed to make
+// one durable; the store must be opened again (which shows what the disk
+// kept).
+var ErrDiskFailed = errors.New("the store's disk failed; it refuses changes until it is opened again")
+
+// DefaultMinFree is the free space a Badger store keeps in reserve on its
+// disk unless told otherwise: room for what Badger may still write once
+// saves stop (the end of a memtable's log, a flush to a table, two
+// compactions at once, which write their tables before removing the ones
+// they merge). With Badger sized as OpenBadger sizes it, that peaked at
+// 43 to 53 MiB for stores of 100 to 370 MiB of incompressible records
+// (TestFullDisk and its kin, on a tmpfs); a much larger store may want a
+// larger reserve.
+const DefaultMinFree = 128 << 20
+
 // BadgerOptions configure a Badger store.
 type BadgerOptions struct {
 	// NoSync lets writes return once they are in the operating system's
-	// cache, without fdatasync (faster; a killed process loses nothing, a
+	// cache, without a sync (faster; a killed process loses nothing, a
 	// power cut may lose the last writes). Off by default: a save is
-	// durable when Save returns, and concurrent saves share fsyncs.
+	// durable when Save returns, and concurrent saves share syncs.
 	NoSync bool
 	// GCInterval is how often the value log is garbage collected (10
 	// minutes when zero; negative: never).
@@ -37,31 +72,47 @@ type BadgerOptions struct {
 	// AuditRetention bounds the audit entries kept per instance
 	// (DefaultAuditRetention when zero).
 	AuditRetention int
-	// CheckpointBytes is how many bytes of saves a write-ahead log holds
-	// before they are moved to Badger (4 MiB when zero): more means fewer
-	// writes to Badger for instances saved often, and more memory.
-	CheckpointBytes int64
-	Logger          *slog.Logger
+	// MinFree is the free space, in bytes, kept in reserve on the store's
+	// disk: a write that would leave less fails with ErrNoSpace, as does
+	// opening the store for writing (DefaultMinFree when zero; negative:
+	// no reserve).
+	MinFree int64
+	// ReadOnly opens an existing store to read it, changing nothing on
+	// disk; writes fail with ErrReadOnly. A store that was not closed
+	// cleanly (a killed server) is read from a scratch copy.
+	ReadOnly bool
+	// MustExist refuses to create a store where there is none
+	// (ErrNoStore).
+	MustExist bool
+	// SmallTables sizes Badger's memtables, tables and levels tiny, so
+	// that flushes and compactions happen every few hundred saves (for
+	// tests of what a crash during them leaves).
+	SmallTables bool
+	Logger      *slog.Logger
 }
 
 // Badger is a Store in an embedded Badger database.
 //
-// A save is made durable by the store's own write-ahead log (see wal),
-// not by Badger: concurrent saves are written to the log together and
-// share one fdatasync (group commit), and their writes are then kept in
-// memory (the overlay), where reads find them. Badger gets them later, in
-// the background, a log at a time: when the log being written holds
-// rotateAt bytes, saves go on in a second log while a checkpoint writes
-// the first one's overlay to Badger in one batch (an instance saved many
-// times meanwhile is written once), syncs Badger and starts that log
-// over. After a crash both logs are replayed into Badger, oldest first.
+// Saves are Badger transactions, synced before Save returns (Badger's
+// SyncWrites). Concurrent saves share them (group commit): a save that
+// finds no batch being written writes the saves waiting, its own first,
+// as one transaction (several when they exceed Badger's transaction size,
+// split between saves: a save's record, audit entry and the audit entry
+// falling out of the retention are always in one).
 type Badger struct {
 	db        *badger.DB
+	dir       string // the store's folder
+	scratch   string // a scratch copy read instead of dir, removed on Close
+	unlock    func() error
 	log       *slog.Logger
 	stop      chan struct{}
 	done      sync.WaitGroup
 	retention uint64
-	noSync    bool
+	minFree   int64
+	readOnly  bool
+	threshold int64 // Badger's value threshold
+	maxSize   int64 // Badger's transaction limits
+	maxCount  int64
 
 	// Group commit: a save that finds no batch being written writes the
 	// saves waiting (its own first) as the leader; saves that arrive
@@ -70,73 +121,30 @@ type Badger struct {
 	queue    []*saveReq
 	leading  bool
 	closed   bool
-	failed   error // set when the disk failed: every save fails
+	failed   error // set when the disk failed: every write fails
 	inflight sync.WaitGroup
-
-	// The leader's: the two logs, the one written now, and the writes of
-	// the batch being written.
-	logs     [2]*wal
-	active   int
-	ops      []walOp
-	rotateAt int64 // BadgerOptions.CheckpointBytes
-
-	// ovMu guards the overlays: cur holds the writes of logs[active], old
-	// those of the other log while a checkpoint moves them to Badger (nil
-	// otherwise). A key's latest write is in cur, else in old, else in
-	// Badger.
-	ovMu sync.RWMutex
-	cur  *overlay
-	old  *overlay
-	// checkpoints takes the index of a log whose overlay (old) is to be
-	// written to Badger; drained is signalled after each checkpoint.
-	checkpoints chan int
-	drained     chan struct{}
-	// beforeCheckpoint, when set (by tests), runs before each checkpoint;
-	// waitCheckpoint when a full log waits for the checkpoint under way.
-	beforeCheckpoint, waitCheckpoint func()
 
 	// versions caches the stored version of recently saved instances
 	// (this process is the only writer of its folder), so that a save
-	// need not read it back.
+	// need not read it back; pending holds the batch's (the leader's).
 	vmu      sync.Mutex
 	versions map[Key]uint64
-	pending  map[Key]uint64 // the batch's new versions (by the leader)
+	pending  map[Key]uint64
 
-	nSaves       atomic.Uint64
-	nCommits     atomic.Uint64
-	nCheckpoints atomic.Uint64
-}
+	// syncErr is set by Badger's logger when Badger could not sync a
+	// value log file (an error it logs without returning it).
+	syncErr atomic.Pointer[string]
+	// Test hooks: commit commits a transaction; free returns the free
+	// space.
+	commit func(*badger.Txn) error
+	free   func() (int64, error)
 
-// overlay is the writes of one log that Badger does not have yet: the
-// last value of each key written, or a deletion.
-type overlay struct {
-	m map[string]ovEntry
-	// audits holds the audit keys of m by instance (their prefix), in the
-	// order they were written, so that an instance's trail is found
-	// without going through the whole overlay.
-	audits map[string][]string
-}
-
-func newOverlay() *overlay {
-	return &overlay{m: map[string]ovEntry{}, audits: map[string][]string{}}
-}
-
-// put notes a write.
-func (ov *overlay) put(key string, e ovEntry) {
-	if _, seen := ov.m[key]; !seen && strings.HasPrefix(key, auditPrefix) && len(key) > len(auditPrefix)+8 {
-		p := key[:len(key)-8]
-		ov.audits[p] = append(ov.audits[p], key)
-	}
-	ov.m[key] = e
-}
-
-type ovEntry struct {
-	val []byte
-	del bool
+	nSaves   atomic.Uint64
+	nCommits atomic.Uint64
 }
 
 // Stats returns how many saves were written, in how many commits (each
-// one fsync unless NoSync).
+// one sync unless NoSync).
 func (b *Badger) Stats() (saves, commits uint64) { return b.nSaves.Load(), b.nCommits.Load() }
 
 // saveReq is a save (or, with del, a deletion) waiting to be written with
@@ -144,14 +152,12 @@ func (b *Badger) Stats() (saves, commits uint64) { return b.nSaves.Load(), b.nCo
 type saveReq struct {
 	k       Key
 	version uint64
-	// val is the encoded record, audit its encoded audit entry (nil for
-	// none): both are encoded by the saver, before it queues. bad is why
-	// the record could not be encoded, reported unless the save conflicts.
-	val, audit []byte
-	bad        error
-	del        bool
-	done       chan error    // its outcome
-	lead       chan struct{} // told to lead the next batch
+	// key, val are the record's key and encoded record; audit the encoded
+	// audit entry (nil for none): all made by the saver, before it queues.
+	key, val, audit []byte
+	del             bool
+	done            chan error    // its outcome
+	lead            chan struct{} // told to lead the next batch
 }
 
 // maxVersions bounds the versions cached (the cache starts over when full).
@@ -160,32 +166,260 @@ const maxVersions = 1 << 16
 // maxBatch bounds the saves written in one batch.
 const maxBatch = 256
 
-// rotateAt is how many bytes a log holds before its writes are moved to
-// Badger (about 4,000 saves of an instance with a small context).
-const rotateAt = 4 << 20
+// badgerOptions sizes Badger for a small local server rather than its
+// defaults (a 64 MiB memtable, 1 GiB value log files): a memtable of
+// 4 MiB (its log, 8 MiB, is preallocated and memory-mapped), value log
+// files of 16 MiB, tables of 1 MiB at every level, level 0 compacted
+// from 3 tables (writes wait at 6), and values under 256 KiB kept in the
+// tables (one log and one sync per commit). What Badger may write once
+// saves stop (DefaultMinFree) follows from these.
+func badgerOptions(dir string, o BadgerOptions, l badger.Logger) badger.Options {
+	opts := badger.DefaultOptions(dir).
+		WithSyncWrites(!o.NoSync).
+		WithDetectConflicts(false). // the leader serializes the writes
+		WithReadOnly(o.ReadOnly).
+		WithBypassLockGuard(bypassBadgerLock).
+		WithLogger(l).
+		WithMetricsEnabled(false).
+		WithNumMemtables(2).
+		WithMemTableSize(4 << 20).
+		WithBaseTableSize(1 << 20).
+		WithBaseLevelSize(8 << 20).
+		WithNumLevelZeroTables(3).
+		WithNumLevelZeroTablesStall(6).
+		WithValueLogFileSize(16 << 20).
+		WithValueThreshold(256 << 10).
+		WithBlockCacheSize(4 << 20).
+		WithIndexCacheSize(2 << 20).
+		WithNumCompactors(2).
+		WithVerifyValueChecksum(true).
+		WithChecksumVerificationMode(options.OnBlockRead)
+	// Tables of one size at every level: a compaction writes at most the
+	// tables it merges (a level 0 of 6 memtables and the tables of level
+	// 1 they overlap; a table and about ten of the next level), which
+	// the reserve must hold until it removes its inputs.
+	opts.TableSizeMultiplier = 1
+	if o.SmallTables {
+		opts = opts.WithMemTableSize(256 << 10).
+			WithBaseTableSize(64 << 10).
+			WithBaseLevelSize(256 << 10).
+			WithNumLevelZeroTables(2).
+			WithNumLevelZeroTablesStall(4).
+			WithValueLogFileSize(16 << 20).
+			WithValueThreshold(12 << 10)
+	}
+	return opts
+}
 
-// OpenBadger opens (or creates) a store in dir, sized for a small local
-// server rather than Badger's defaults.
+// OpenBadger opens (or creates) a store in dir.
+//
+// The folder is checked first, under the folder's lock and changing
+// nothing: a store whose files do not show that they hold what it
+// acknowledged (a MANIFEST missing or damaged, a table or a log that
+// does not check, tables that a damaged MANIFEST no longer names) is
+// refused with ErrDamaged. A store that was not closed cleanly (a killed
+// server) is opened on a scratch copy first, where every value is read
+// back, before Badger recovers it in place. The write-ahead logs of the
+// store's earlier format are imported, and its keys rewritten (once).
 func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 	log := o.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	// Durability comes from the store's own write-ahead log (see wal):
-	// Badger's SyncWrites stays off.
-	opts := badger.DefaultOptions(dir).
-		WithSyncWrites(false).
-		WithLogger(badgerLogger{log}).
-		WithNumMemtables(2).
-		WithMemTableSize(4 << 20).
-		WithBaseTableSize(1 << 20).
-		WithNumLevelZeroTables(4).
-		WithNumLevelZeroTablesStall(8).
-		WithValueLogFileSize(64 << 20).
-		WithBlockCacheSize(4 << 20).
-		WithIndexCacheSize(2 << 20).
-		WithNumCompactors(2).
-		WithValueThreshold(4 << 10)
+	o.Logger = log
+	if o.ReadOnly || o.MustExist {
+		if info, err := os.Stat(dir); err != nil || !info.IsDir() {
+			return nil, fmt.Errorf("%w at %s: no such folder", ErrNoStore, dir)
+		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	unlock, err := lockDir(dir, o.ReadOnly)
+	if errors.Is(err, errLockHeld) {
+		return nil, fmt.Errorf("%w: %s is held by another stategate (is a server running on it?)", ErrLocked, dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	b, err := openChecked(dir, o, log)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	b.unlock = unlock
+	return b, nil
+}
+
+// openChecked checks the folder and opens the store, under its lock.
+func openChecked(dir string, o BadgerOptions, log *slog.Logger) (*Badger, error) {
+	ins, err := inspect(dir, log)
+	if err != nil {
+		var pe *os.PathError
+		if !errors.Is(err, ErrDamaged) && errors.As(err, &pe) {
+			return nil, fmt.Errorf("open store %s: %w", dir, err)
+		}
+		return nil, err
+	}
+	if ins.empty && (o.ReadOnly || o.MustExist) {
+		return nil, fmt.Errorf("%w at %s: the folder holds no stategate store", ErrNoStore, dir)
+	}
+	if !o.ReadOnly {
+		if err := checkFree(dir, minFree(o), 0); err != nil {
+			return nil, fmt.Errorf("cannot open the store for writing: %w", err)
+		}
+	}
+	if ins.unclean != "" || (o.ReadOnly && len(ins.oldBatches) > 0) {
+		// Checked (and, to read only, read) on a scratch copy, which
+		// Badger may recover and change.
+		log.Info("store: checking a scratch copy of the store first", "store", dir, "why", ins.unclean)
+		s, err := openScratch(dir, ins, o, log)
+		if err != nil {
+			return nil, err
+		}
+		if o.ReadOnly {
+			return s, nil
+		}
+		if err := s.Close(); err != nil {
+			return nil, err
+		}
+		if ins.unclean != "" {
+			log.Info("store: recovering what the last run left (it was not closed cleanly)", "store", dir, "why", ins.unclean)
+		}
+	}
+	if !ins.empty && ins.unclean == "" {
+		// The values in the value logs must all be there: a value log
+		// deleted or cut at a record's end shows only in the pointers to
+		// it. Checked read-only in place, changing nothing (a scratch
+		// copy was read whole).
+		ro := o
+		ro.ReadOnly, ro.GCInterval = true, -1
+		r, err := openDB(dir, ro)
+		if err != nil {
+			return nil, damaged(dir, "Badger cannot open it: %v", err)
+		}
+		if err := readAll(r.db, dir, 1<<10); err != nil {
+			r.Close()
+			return nil, err
+		}
+		if o.ReadOnly {
+			if r.upgraded() {
+				return r, nil
+			}
+			// Keys of the earlier format: rewritten on a scratch copy.
+			r.Close()
+			return openScratch(dir, ins, o, log)
+		}
+		r.Close()
+	}
+	if o.NoSync && len(ins.oldBatches) > 0 {
+		// The old logs go only once Badger holds what they held on the
+		// disk: imported with syncs, whatever NoSync says.
+		so := o
+		so.NoSync, so.GCInterval = false, -1
+		u, err := openDB(dir, so)
+		if err != nil {
+			return nil, err
+		}
+		err = u.upgrade(ins, true)
+		if cerr := u.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, err
+		}
+		ins.oldBatches, ins.oldLogs = nil, nil
+	}
+	b, err := openDB(dir, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.upgrade(ins, true); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// openScratch copies the store (but the orphan tables) to a temporary
+// folder, opens it there as Badger would open the store in place,
+// checks that it holds what the orphans hold and that every value reads
+// back, and returns it (read-only when o.ReadOnly).
+func openScratch(dir string, ins *inspection, o BadgerOptions, log *slog.Logger) (*Badger, error) {
+	tmp, err := os.MkdirTemp("", "stategate-scratch-")
+	if err != nil {
+		return nil, fmt.Errorf("cannot make a scratch copy of the store %s: %w", dir, err)
+	}
+	skip := map[uint64]bool{}
+	for _, id := range ins.orphans {
+		skip[id] = true
+	}
+	if err := copyStore(dir, tmp, skip); err != nil {
+		os.RemoveAll(tmp)
+		return nil, fmt.Errorf("cannot make a scratch copy of the store %s in %s: %w", dir, tmp, err)
+	}
+	so := o
+	so.ReadOnly, so.MinFree, so.GCInterval = false, -1, -1
+	so.Logger = log.With("scratch", tmp)
+	s, err := openDB(tmp, so)
+	if err == nil {
+		err = checkOrphans(s.db, dir, ins, log)
+		if err == nil {
+			err = s.upgrade(ins, false)
+		}
+		if err == nil {
+			err = readAll(s.db, dir, 0)
+		}
+		if err != nil {
+			s.Close()
+		}
+	}
+	if err != nil {
+		os.RemoveAll(tmp)
+		if !errors.Is(err, ErrDamaged) {
+			msg := strings.ReplaceAll(err.Error(), "open store "+tmp+": ", "")
+			err = damaged(dir, "Badger cannot open it: %s", strings.ReplaceAll(msg, tmp, "(a scratch copy)"))
+		}
+		return nil, err
+	}
+	s.scratch, s.readOnly, s.dir = tmp, o.ReadOnly, dir
+	return s, nil
+}
+
+func minFree(o BadgerOptions) int64 {
+	if o.MinFree == 0 {
+		return DefaultMinFree
+	}
+	return o.MinFree
+}
+
+// checkFree refuses (ErrNoSpace) if writing need bytes in dir would leave
+// less than reserve free.
+func checkFree(dir string, reserve, need int64) error {
+	if reserve < 0 {
+		return nil
+	}
+	free, err := freeSpace(dir)
+	if err != nil {
+		return err
+	}
+	return spaceError(dir, free, reserve, need)
+}
+
+func spaceError(dir string, free, reserve, need int64) error {
+	if free-need >= reserve {
+		return nil
+	}
+	return fmt.Errorf("%w: %s has %s free, and the store keeps %s in reserve (--min-free); free some space and the store writes again",
+		ErrNoSpace, dir, mib(free), mib(reserve))
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// openDB opens Badger in dir (checked) and starts the store.
+func openDB(dir string, o BadgerOptions) (*Badger, error) {
+	b := &Badger{dir: dir, log: o.Logger, stop: make(chan struct{}), retention: DefaultAuditRetention,
+		minFree: minFree(o), readOnly: o.ReadOnly, versions: map[Key]uint64{}, pending: map[Key]uint64{}}
+	opts := badgerOptions(dir, o, badgerLogger{log: o.Logger, syncErr: &b.syncErr})
 	db, err := badger.Open(opts)
 	if err != nil {
 		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
@@ -193,35 +427,169 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		}
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
-	b := &Badger{db: db, log: log, stop: make(chan struct{}), retention: DefaultAuditRetention, noSync: o.NoSync,
-		rotateAt: rotateAt, cur: newOverlay(), checkpoints: make(chan int, 1), drained: make(chan struct{}, 1),
-		versions: map[Key]uint64{}, pending: map[Key]uint64{}}
-	if err := b.openLogs(filepath.Join(dir, "stategate.wal"), filepath.Join(dir, "stategate-2.wal")); err != nil {
-		db.Close()
-		return nil, err
-	}
+	b.db = db
+	b.threshold, b.maxSize, b.maxCount = opts.ValueThreshold, db.MaxBatchSize(), db.MaxBatchCount()
+	b.commit = func(txn *badger.Txn) error { return txn.Commit() }
+	b.free = func() (int64, error) { return freeSpace(dir) }
 	if o.AuditRetention > 0 {
 		b.retention = uint64(o.AuditRetention)
 	}
-	if o.CheckpointBytes > 0 {
-		b.rotateAt = min(o.CheckpointBytes, walSize-headerSize)
-	}
-	b.done.Add(1)
-	go b.checkpointer()
 	every := o.GCInterval
 	if every == 0 {
 		every = 10 * time.Minute
 	}
-	if every > 0 {
+	if every > 0 && !o.ReadOnly {
 		b.done.Add(1)
 		go b.gc(every)
 	}
 	return b, nil
 }
 
-// commit writes the waiting saves (up to maxBatch) in one batch and one
-// fsync, then hands the lead to the first save still waiting, if any.
-func (b *Badger) commit() {
+// upgraded reports whether the store's keys are of the current format:
+// the format is recorded, or no key is of the earlier one.
+func (b *Badger) upgraded() bool {
+	return b.formatRecorded() || !b.hasPrefix(oldInstancePrefix) && !b.hasPrefix(oldAuditPrefix)
+}
+
+// formatRecorded reports whether the store records its key format.
+func (b *Badger) formatRecorded() bool {
+	_, err := b.get(formatKey)
+	return err == nil
+}
+
+func (b *Badger) hasPrefix(p string) bool {
+	found := false
+	b.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix, opts.PrefetchValues = []byte(p), false
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		it.Rewind()
+		found = it.Valid()
+		return nil
+	})
+	return found
+}
+
+// upgrade brings a store of the earlier format to this one: the saves its
+// write-ahead logs hold go to Badger (older generation first), its keys
+// are rewritten, and the format is recorded; then, if removeLogs, the logs
+// are removed (renamed, if a save in them could not be imported).
+func (b *Badger) upgrade(ins *inspection, removeLogs bool) error {
+	skipped := 0
+	if len(ins.oldBatches) > 0 {
+		n := 0
+		wb := b.db.NewWriteBatch()
+		for _, ops := range ins.oldBatches {
+			for _, op := range ops {
+				if len(op.key) > 65000 {
+					// Over Badger's limit: the old store could never have
+					// moved it to Badger either.
+					skipped++
+					b.log.Error("store: a save in the old write-ahead log has a key over Badger's limit and is left out (the logs are kept, renamed *.skipped)", "key", describeKey(op.key))
+					continue
+				}
+				var err error
+				if op.del {
+					err = wb.Delete(op.key)
+				} else {
+					err = wb.Set(op.key, op.val)
+				}
+				if err != nil {
+					wb.Cancel()
+					return fmt.Errorf("import the write-ahead logs of %s: %w", b.dir, err)
+				}
+				n++
+			}
+		}
+		if err := wb.Flush(); err != nil {
+			return fmt.Errorf("import the write-ahead logs of %s: %w", b.dir, err)
+		}
+		if err := b.db.Sync(); err != nil {
+			return fmt.Errorf("import the write-ahead logs of %s: %w", b.dir, err)
+		}
+		b.log.Info("store: imported the write-ahead logs of the earlier format", "store", b.dir, "batches", len(ins.oldBatches), "writes", n)
+	}
+	if len(ins.oldBatches) > 0 || !b.formatRecorded() {
+		if err := b.migrateKeys(); err != nil {
+			return err
+		}
+	}
+	if !removeLogs || len(ins.oldLogs) == 0 {
+		return nil
+	}
+	// Badger holds (synced) what they held: they go.
+	for _, path := range ins.oldLogs {
+		var err error
+		if skipped > 0 {
+			err = os.Rename(path, path+".skipped")
+		} else {
+			err = os.Remove(path)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return syncDir(b.dir)
+}
+
+// migrateKeys rewrites the keys of the earlier format ("i/..." and
+// "a/...") as this format's and records the format. A crash midway leaves
+// some keys in each format; the next open goes on.
+func (b *Badger) migrateKeys() error {
+	n := 0
+	wb := b.db.NewWriteBatch()
+	for _, prefix := range []string{oldInstancePrefix, oldAuditPrefix} {
+		err := b.db.View(func(txn *badger.Txn) error {
+			opts := badger.DefaultIteratorOptions
+			opts.Prefix = []byte(prefix)
+			it := txn.NewIterator(opts)
+			defer it.Close()
+			for it.Rewind(); it.Valid(); it.Next() {
+				old := it.Item().KeyCopy(nil)
+				nk, ok := newKeyOf(old)
+				if !ok {
+					b.log.Warn("store: a key of the earlier format does not parse and is left as it is", "key", fmt.Sprintf("%d bytes", len(old)))
+					continue
+				}
+				val, err := it.Item().ValueCopy(nil)
+				if err != nil {
+					return err
+				}
+				if err := wb.Set(nk, val); err != nil {
+					return err
+				}
+				if err := wb.Delete(old); err != nil {
+					return err
+				}
+				n++
+			}
+			return nil
+		})
+		if err != nil {
+			wb.Cancel()
+			return fmt.Errorf("rewrite the keys of %s: %w", b.dir, err)
+		}
+	}
+	if err := wb.Set(formatKey, []byte(formatVersion)); err != nil {
+		wb.Cancel()
+		return err
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("rewrite the keys of %s: %w", b.dir, err)
+	}
+	if err := b.db.Sync(); err != nil {
+		return err
+	}
+	if n > 0 {
+		b.log.Info("store: rewrote the keys of the earlier format", "store", b.dir, "keys", n)
+	}
+	return nil
+}
+
+// commitQueued writes the waiting saves (up to maxBatch) in one batch,
+// then hands the lead to the first save still waiting, if any.
+func (b *Badger) commitQueued() {
 	b.mu.Lock()
 	n := min(len(b.queue), maxBatch)
 	batch := append([]*saveReq(nil), b.queue[:n]...)
@@ -239,125 +607,206 @@ func (b *Badger) commit() {
 	next.lead <- struct{}{}
 }
 
+// group is the saves of one transaction.
+type group struct {
+	txn         *badger.Txn
+	members     []int
+	versions    map[Key]uint64
+	size, count int64
+}
+
+// writeBatch writes a batch: each save (if its instance is still at its
+// version) goes into the current transaction, or, if it would make it
+// exceed Badger's limits, into a new one after the current one is
+// committed.
 func (b *Badger) writeBatch(batch []*saveReq) {
 	results := make([]error, len(batch))
 	clear(b.pending)
-	b.ops = b.ops[:0]
-	var err error
-	for i, r := range batch {
-		if r.del {
-			results[i] = b.drop(r.k)
-		} else {
-			results[i] = b.put(r)
-		}
-		if e := results[i]; e != nil && e != r.bad && !errors.Is(e, ErrConflict) {
-			err = e // a store error (not the save's own): the batch fails
-			break
-		}
-	}
-	if err == nil && len(b.ops) > 0 {
-		err = b.logBatch()
-		if (errors.Is(err, errWALTooBig)) && len(batch) > 1 {
-			b.writeBatch(batch[:len(batch)/2])
-			b.writeBatch(batch[len(batch)/2:])
+	var g *group
+	// stopped, once set, ends the batch: every save not yet written gets
+	// it.
+	stopped := error(nil)
+	flush := func() {
+		if g == nil {
 			return
 		}
-	}
-	if err == nil {
-		b.vmu.Lock()
-		if len(b.versions)+len(b.pending) > maxVersions {
-			clear(b.versions)
+		err := b.commitGroup(g)
+		for _, i := range g.members {
+			results[i] = err
 		}
-		maps.Copy(b.versions, b.pending)
-		b.vmu.Unlock()
+		if err != nil {
+			stopped = b.failure()
+		}
+		g = nil
 	}
-	b.nCommits.Add(1)
+	var need int64
+	for _, r := range batch {
+		need += int64(2*len(r.key) + len(r.val) + len(r.audit) + 64)
+	}
+	if err := b.checkSpace(need); err != nil {
+		stopped = err
+	}
+	for i, r := range batch {
+		if stopped != nil {
+			results[i] = stopped
+			continue
+		}
+		if r.del {
+			flush()
+			if stopped == nil {
+				results[i] = b.drop(r.k)
+				if results[i] != nil && !errors.Is(results[i], ErrNotFound) {
+					stopped = b.failure()
+				}
+			} else {
+				results[i] = stopped
+			}
+			continue
+		}
+		cur, err := b.version(r.k, r.key)
+		if err != nil {
+			results[i] = err
+			continue
+		}
+		if cur != r.version {
+			results[i] = ErrConflict
+			continue
+		}
+		entries := b.entriesOf(r)
+		size, count := b.estimate(entries)
+		if g != nil && (g.count+count >= b.maxCount || g.size+size >= b.maxSize) {
+			flush()
+			if stopped != nil {
+				results[i] = stopped
+				continue
+			}
+		}
+		if count >= b.maxCount || size >= b.maxSize {
+			results[i] = fmt.Errorf("%w: the save takes %d bytes in a transaction, over Badger's limit of %d", ErrTooLarge, size, b.maxSize)
+			continue
+		}
+		if g == nil {
+			g = &group{txn: b.db.NewTransaction(true), versions: map[Key]uint64{}}
+		}
+		for _, e := range entries {
+			if e.del {
+				err = g.txn.Delete(e.key)
+			} else {
+				err = g.txn.Set(e.key, e.val)
+			}
+			if err != nil {
+				break
+			}
+		}
+		if err != nil {
+			// Not expected (entriesOf and estimate follow Badger's own
+			// accounting): the transaction holds part of this save, and
+			// is dropped with the saves before it.
+			g.txn.Discard()
+			for _, j := range g.members {
+				results[j] = fmt.Errorf("store: a transaction was refused: %w", err)
+			}
+			results[i] = fmt.Errorf("store: a transaction was refused: %w", err)
+			stopped = fmt.Errorf("store: a transaction was refused: %w", err)
+			g = nil
+			continue
+		}
+		g.members = append(g.members, i)
+		g.size += size
+		g.count += count
+		g.versions[r.k] = r.version + 1
+		b.pending[r.k] = r.version + 1
+	}
+	flush()
 	b.nSaves.Add(uint64(len(batch)))
 	for i, r := range batch {
-		if err != nil {
-			r.done <- err
-		} else {
-			r.done <- results[i]
-		}
+		r.done <- results[i]
 	}
 }
 
-// logBatch writes the batch's writes (b.ops) to the active log and syncs
-// it, then puts them in the overlay; it starts a checkpoint when the log
-// is full enough.
-func (b *Badger) logBatch() error {
-	w := b.logs[b.active]
-	err := w.write(b.ops)
-	if errors.Is(err, errWALFull) {
-		if err = b.rotate(); err == nil {
-			w = b.logs[b.active]
-			err = w.write(b.ops)
+// entry is one write of a transaction.
+type entry struct {
+	key, val []byte
+	del      bool
+}
+
+// entriesOf returns a save's writes: its record, its audit entry, and the
+// deletion of the audit entry that falls out of the retention.
+func (b *Badger) entriesOf(r *saveReq) []entry {
+	out := []entry{{key: r.key, val: r.val}}
+	if r.audit == nil {
+		return out
+	}
+	v := r.version + 1
+	out = append(out, entry{key: auditKey(r.k, v), val: r.audit})
+	if v > b.retention {
+		out = append(out, entry{key: auditKey(r.k, v-b.retention), del: true})
+	}
+	return out
+}
+
+// estimate is what writes count against Badger's transaction limits, as
+// Badger counts them (Txn.checkSize).
+func (b *Badger) estimate(es []entry) (size, count int64) {
+	for _, e := range es {
+		k, v := int64(len(e.key)), int64(len(e.val))
+		if v < b.threshold {
+			size += k + v + 2
+		} else {
+			size += k + 12 + 2
+		}
+		size += 10
+		count++
+	}
+	return size, count
+}
+
+// checkSpace refuses a write of need bytes that would eat into the
+// reserve.
+func (b *Badger) checkSpace(need int64) error {
+	if b.minFree < 0 {
+		return nil
+	}
+	free, err := b.free()
+	if err != nil {
+		return fmt.Errorf("store: cannot tell the free disk space: %w", err)
+	}
+	return spaceError(b.dir, free, b.minFree, need)
+}
+
+// commitGroup commits a transaction, synced unless NoSync. A failure
+// leaves the outcome unknown and fails the store.
+func (b *Badger) commitGroup(g *group) error {
+	b.nCommits.Add(1)
+	err := b.commit(g.txn)
+	if err == nil {
+		if msg := b.syncErr.Load(); msg != nil {
+			err = errors.New(*msg)
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("write-ahead log: %w", err)
+		b.fail(fmt.Errorf("%w: %w", ErrDiskFailed, err))
+		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 	}
-	if !b.noSync {
-		if err := w.sync(); err != nil {
-			return b.fail(fmt.Errorf("%w: the write-ahead log could not be synced: %v", ErrDiskFailed, err))
-		}
+	b.vmu.Lock()
+	if len(b.versions)+len(g.versions) > maxVersions {
+		clear(b.versions)
 	}
-	b.ovMu.Lock()
-	for _, op := range b.ops {
-		b.cur.put(string(op.key), ovEntry{val: op.val, del: op.del})
+	for k, v := range g.versions {
+		b.versions[k] = v
 	}
-	b.ovMu.Unlock()
-	if w.off-headerSize >= b.rotateAt {
-		b.startCheckpoint() // or at a later batch, if one is under way
-	}
+	b.vmu.Unlock()
 	return nil
 }
 
-// startCheckpoint moves the saves to the other log and has the active
-// one's writes checkpointed, unless a checkpoint is still under way (it
-// reports whether it started one).
-func (b *Badger) startCheckpoint() bool {
-	b.ovMu.Lock()
-	if b.old != nil {
-		b.ovMu.Unlock()
-		return false
-	}
-	b.old, b.cur = b.cur, newOverlay()
-	full := b.active
-	b.active ^= 1
-	b.ovMu.Unlock()
-	b.checkpoints <- full
-	return true
-}
-
-// rotate is startCheckpoint for a full log: it waits for the checkpoint
-// under way, if any, to end first.
-func (b *Badger) rotate() error {
-	for !b.startCheckpoint() {
-		if b.waitCheckpoint != nil {
-			b.waitCheckpoint()
-		}
-		select {
-		case <-b.drained:
-		case <-b.stop:
-			return errors.New("store closed")
-		}
-		if err := b.failure(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// fail records that the disk failed: every later save fails with err.
-func (b *Badger) fail(err error) error {
+// fail records that the disk failed: every later write fails with err.
+func (b *Badger) fail(err error) {
 	b.mu.Lock()
 	if b.failed == nil {
 		b.failed = err
-		b.log.Error("store: the disk failed; every save is refused until the server restarts", "err", err)
+		b.log.Error("store: the disk failed; every change is refused until the store is opened again (the server restarted)", "err", err)
 	}
 	b.mu.Unlock()
-	return err
 }
 
 func (b *Badger) failure() error {
@@ -365,76 +814,6 @@ func (b *Badger) failure() error {
 	defer b.mu.Unlock()
 	return b.failed
 }
-
-// ErrDiskFailed is returned by every save after the disk failed to make
-// one durable; the store must be opened again (its logs are replayed).
-var ErrDiskFailed = errors.New("the store's disk failed")
-
-// checkpointer writes the overlays of full logs to Badger, until Close.
-func (b *Badger) checkpointer() {
-	defer b.done.Done()
-	for {
-		select {
-		case <-b.stop:
-			return
-		case i := <-b.checkpoints:
-			b.ovMu.RLock()
-			ov := b.old
-			b.ovMu.RUnlock()
-			if b.beforeCheckpoint != nil {
-				b.beforeCheckpoint()
-			}
-			if err := b.checkpoint(ov, b.logs[i]); err != nil {
-				b.fail(fmt.Errorf("%w: a checkpoint failed: %v", ErrDiskFailed, err))
-			} else {
-				b.ovMu.Lock()
-				b.old = nil
-				b.ovMu.Unlock()
-			}
-			select {
-			case b.drained <- struct{}{}:
-			default:
-			}
-		}
-	}
-}
-
-// checkpoint writes an overlay to Badger, syncs Badger, and starts the
-// log that held the overlay's writes over.
-func (b *Badger) checkpoint(ov *overlay, w *wal) error {
-	if err := b.apply(ov); err != nil {
-		return err
-	}
-	if err := b.db.Sync(); err != nil {
-		return fmt.Errorf("sync store: %w", err)
-	}
-	b.nCheckpoints.Add(1)
-	return w.restart(b.nextGen())
-}
-
-// apply writes an overlay's writes to Badger.
-func (b *Badger) apply(ov *overlay) error {
-	if ov == nil || len(ov.m) == 0 {
-		return nil
-	}
-	wb := b.db.NewWriteBatch()
-	defer wb.Cancel()
-	for k, e := range ov.m {
-		var err error
-		if e.del {
-			err = wb.Delete([]byte(k))
-		} else {
-			err = wb.Set([]byte(k), e.val)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return wb.Flush()
-}
-
-// nextGen is a generation newer than both logs'.
-func (b *Badger) nextGen() uint64 { return max(b.logs[0].gen, b.logs[1].gen) + 1 }
 
 func (b *Badger) gc(every time.Duration) {
 	defer b.done.Done()
@@ -445,28 +824,25 @@ func (b *Badger) gc(every time.Duration) {
 		case <-b.stop:
 			return
 		case <-t.C:
+			if b.failure() != nil || b.checkSpace(16<<20) != nil {
+				continue
+			}
 			for b.db.RunValueLogGC(0.5) == nil {
 			}
 		}
 	}
 }
 
-const instancePrefix = "i/"
-
-func keyOf(k Key) []byte { return []byte(instancePrefix + k.Machine + "\x00" + k.Handle) }
-
-func keyFrom(b []byte) (Key, bool) {
-	s := strings.TrimPrefix(string(b), instancePrefix)
-	m, h, ok := strings.Cut(s, "\x00")
-	return Key{Machine: m, Handle: h}, ok
-}
-
 // A stored value is the version (8 bytes, big-endian) then the record as
 // JSON.
 // encode writes a record after its version, as json.Marshal would write
-// it (but for the snapshot, taken as it is: it is JSON already).
+// it (but for the snapshot, taken as it is: it is JSON already; a reset
+// has none, written null).
 func encode(rec Record, version uint64) ([]byte, error) {
-	if !json.Valid(rec.Snapshot) {
+	snap := []byte(rec.Snapshot)
+	if len(snap) == 0 {
+		snap = []byte("null")
+	} else if !json.Valid(snap) {
 		return nil, errors.New("the snapshot is not valid JSON")
 	}
 	mv, err := json.Marshal(rec.MachineVersion)
@@ -477,10 +853,10 @@ func encode(rec Record, version uint64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := make([]byte, 0, 8+len(rec.Snapshot)+len(mv)+len(updated)+64)
+	b := make([]byte, 0, 8+len(snap)+len(mv)+len(updated)+64)
 	b = binary.BigEndian.AppendUint64(b, version)
 	b = append(b, `{"snapshot":`...)
-	b = append(b, rec.Snapshot...)
+	b = append(b, snap...)
 	b = append(b, `,"machineVersion":`...)
 	b = append(b, mv...)
 	b = append(b, `,"updated":`...)
@@ -504,18 +880,21 @@ func decode(v []byte) (Record, uint64, error) {
 	if err := json.Unmarshal(v[8:], &rec); err != nil {
 		return Record{}, 0, fmt.Errorf("corrupt record: %w", err)
 	}
+	if string(rec.Snapshot) == "null" {
+		rec.Snapshot = nil // a reset
+	}
 	return rec, binary.BigEndian.Uint64(v), nil
-}
-
-const auditPrefix = "a/"
-
-func auditKey(k Key, version uint64) []byte {
-	return binary.BigEndian.AppendUint64([]byte(auditPrefix+k.Machine+"\x00"+k.Handle+"\x00"), version)
 }
 
 // Load returns an instance's record and version.
 func (b *Badger) Load(ctx context.Context, k Key) (Record, uint64, error) {
-	v, err := b.get(keyOf(k))
+	if err := ctx.Err(); err != nil {
+		return Record{}, 0, err
+	}
+	if err := checkKey(k); err != nil {
+		return Record{}, 0, err
+	}
+	v, err := b.get(instanceKey(k))
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return Record{}, 0, ErrNotFound
 	}
@@ -525,35 +904,41 @@ func (b *Badger) Load(ctx context.Context, k Key) (Record, uint64, error) {
 	return decode(v)
 }
 
-// overlaid returns a key's latest write not yet in Badger, if any.
-func (b *Badger) overlaid(key []byte) (ovEntry, bool) {
-	b.ovMu.RLock()
-	defer b.ovMu.RUnlock()
-	if e, ok := b.cur.m[string(key)]; ok {
-		return e, true
-	}
-	if b.old == nil {
-		return ovEntry{}, false
-	}
-	e, ok := b.old.m[string(key)]
-	return e, ok
-}
-
 // Save stores a record if the instance is still at version. Concurrent
-// saves are written together, in one batch and one fsync; the save
-// returns once its batch is on the disk (in the operating system's
-// cache with NoSync). The record is encoded before it joins the queue, so
-// that encoding overlaps the batch being written.
+// saves are written together (see Badger); the save returns once its
+// transaction is on the disk (in the operating system's cache with
+// NoSync). The record is encoded, and its size checked, before it joins
+// the queue.
 func (b *Badger) Save(ctx context.Context, k Key, rec Record, version uint64) (uint64, error) {
+	if b.readOnly {
+		return 0, ErrReadOnly
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if err := checkKey(k); err != nil {
+		return 0, err
+	}
 	if rec.Updated.IsZero() {
 		rec.Updated = time.Now()
 	}
-	r := &saveReq{k: k, version: version}
-	r.val, r.bad = encode(rec, version+1)
-	if rec.Audit != nil && r.bad == nil {
+	r := &saveReq{k: k, version: version, key: instanceKey(k)}
+	var err error
+	if r.val, err = encode(rec, version+1); err != nil {
+		return 0, err
+	}
+	if err := checkValue("record (snapshot, timers and machine version)", len(r.val)-8); err != nil {
+		return 0, err
+	}
+	if rec.Audit != nil {
 		entry := *rec.Audit
 		entry.Version = version + 1
-		r.audit, r.bad = json.Marshal(entry)
+		if r.audit, err = json.Marshal(entry); err != nil {
+			return 0, err
+		}
+		if err := checkValue("audit entry", len(r.audit)); err != nil {
+			return 0, err
+		}
 	}
 	if err := b.enqueue(r); err != nil {
 		return 0, err
@@ -583,23 +968,23 @@ func (b *Badger) enqueue(r *saveReq) error {
 	if lead {
 		// Saves that are on their way (their goroutines are ready to
 		// run, on a single core too) join this batch instead of waiting
-		// for the next fsync.
+		// for the next sync.
 		runtime.Gosched()
-		b.commit()
+		b.commitQueued()
 	}
 	for {
 		select {
 		case err := <-r.done:
 			return err
 		case <-r.lead:
-			b.commit()
+			b.commitQueued()
 		}
 	}
 }
 
 // version returns an instance's stored version (0: not stored), as the
 // batch being written leaves it.
-func (b *Badger) version(k Key) (uint64, error) {
+func (b *Badger) version(k Key, key []byte) (uint64, error) {
 	if v, ok := b.pending[k]; ok {
 		return v, nil
 	}
@@ -609,7 +994,7 @@ func (b *Badger) version(k Key) (uint64, error) {
 	if ok {
 		return v, nil
 	}
-	val, err := b.get(keyOf(k))
+	val, err := b.get(key)
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return 0, nil
 	}
@@ -622,133 +1007,72 @@ func (b *Badger) version(k Key) (uint64, error) {
 	return binary.BigEndian.Uint64(val), nil // the record itself is not decoded
 }
 
-// put adds one save's writes to the batch: the record (if the instance is
-// still at its version) and its audit entry, dropping the entry that falls
-// out of the retention.
-func (b *Badger) put(r *saveReq) error {
-	k, version := r.k, r.version
-	cur, err := b.version(k)
-	if err != nil {
-		return err
-	}
-	if cur != version {
-		return ErrConflict
-	}
-	if r.bad != nil {
-		return r.bad
-	}
-	b.ops = append(b.ops, walOp{key: keyOf(k), val: r.val})
-	b.pending[k] = version + 1
-	if r.audit == nil {
-		return nil
-	}
-	b.ops = append(b.ops, walOp{key: auditKey(k, version+1), val: r.audit})
-	if version+1 > b.retention {
-		b.ops = append(b.ops, walOp{del: true, key: auditKey(k, version+1-b.retention)})
-	}
-	return nil
-}
-
-// drop adds an instance's deletion to the batch: its record and its
-// audit trail.
+// drop deletes an instance, its audit trail first and its record last,
+// in transactions of its own.
 func (b *Badger) drop(k Key) error {
-	prefix := auditPrefixOf(k)
-	keys, err := b.keys(prefix, 0)
+	keys, err := b.keys(trailPrefix(k), 0)
 	if err != nil {
 		return err
 	}
-	for _, op := range b.ops { // the batch's own saves of it
-		if !op.del && bytes.HasPrefix(op.key, prefix) {
-			keys = append(keys, op.key)
-		}
-	}
+	keys = append(keys, instanceKey(k))
+	var g *group
 	for _, key := range keys {
-		b.ops = append(b.ops, walOp{del: true, key: key})
+		size, count := b.estimate([]entry{{key: key, del: true}})
+		if g != nil && (g.count+count >= b.maxCount || g.size+size >= b.maxSize) {
+			if err := b.commitGroup(g); err != nil {
+				return err
+			}
+			g = nil
+		}
+		if g == nil {
+			g = &group{txn: b.db.NewTransaction(true), versions: map[Key]uint64{}}
+		}
+		if err := g.txn.Delete(key); err != nil {
+			g.txn.Discard()
+			return err
+		}
+		g.size += size
+		g.count += count
 	}
-	b.ops = append(b.ops, walOp{del: true, key: keyOf(k)})
+	g.versions[k] = 0
 	b.pending[k] = 0
-	return nil
+	return b.commitGroup(g)
 }
 
-func auditPrefixOf(k Key) []byte { return []byte(auditPrefix + k.Machine + "\x00" + k.Handle + "\x00") }
-
-// keys returns the keys with a prefix, Badger's and the overlays', in
-// order, at most the last n of them when n > 0.
+// keys returns the keys with a prefix, in order, at most the last n of
+// them when n > 0.
 func (b *Badger) keys(prefix []byte, n int) ([][]byte, error) {
-	// The overlays' writes under the prefix: they override Badger's.
-	trail := bytes.HasPrefix(prefix, []byte(auditPrefix)) && bytes.Count(prefix, []byte{0}) == 2 && prefix[len(prefix)-1] == 0
-	b.ovMu.RLock()
-	over := map[string]bool{} // key -> set (false: deleted)
-	for _, ov := range []*overlay{b.old, b.cur} {
-		if ov == nil {
-			continue
-		}
-		if trail {
-			// An instance's trail (auditPrefixOf): its keys are indexed.
-			for _, k := range ov.audits[string(prefix)] {
-				over[k] = !ov.m[k].del
-			}
-			continue
-		}
-		for k, e := range ov.m {
-			if strings.HasPrefix(k, string(prefix)) {
-				over[k] = !e.del
-			}
-		}
-	}
-	b.ovMu.RUnlock()
-	live := 0
-	for _, set := range over {
-		if set {
-			live++
-		}
-	}
 	var keys [][]byte
-	var err error
-	// An instance's versions only grow, and its deletion deletes its
-	// whole trail in the overlay: the trail's entries in the overlays are
-	// newer than those left in Badger, which the last n need not read
-	// when the overlays hold n.
-	if !trail || n <= 0 || live < n {
-		err = b.db.View(func(txn *badger.Txn) error {
-			opts := badger.DefaultIteratorOptions
-			opts.PrefetchValues = false
-			opts.Prefix = prefix
-			opts.Reverse = true
-			it := txn.NewIterator(opts)
-			defer it.Close()
-			for it.Seek(append(append([]byte(nil), prefix...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)); it.Valid(); it.Next() {
-				if n > 0 && len(keys) >= n {
-					break
-				}
-				if _, ok := over[string(it.Item().Key())]; ok {
-					continue
-				}
-				keys = append(keys, it.Item().KeyCopy(nil))
-			}
-			return nil
-		})
-	}
-	for k, set := range over {
-		if set {
-			keys = append(keys, []byte(k))
+	err := b.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.PrefetchValues = false
+		opts.Prefix = prefix
+		opts.Reverse = n > 0
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		if n > 0 {
+			it.Seek(append(append([]byte(nil), prefix...), bytes.Repeat([]byte{0xff}, 9)...))
+		} else {
+			it.Rewind()
 		}
-	}
-	slices.SortFunc(keys, bytes.Compare)
-	if n > 0 && len(keys) > n {
-		keys = keys[len(keys)-n:]
+		for ; it.Valid(); it.Next() {
+			if n > 0 && len(keys) >= n {
+				break
+			}
+			keys = append(keys, it.Item().KeyCopy(nil))
+		}
+		return nil
+	})
+	if n > 0 {
+		for i, j := 0, len(keys)-1; i < j; i, j = i+1, j-1 {
+			keys[i], keys[j] = keys[j], keys[i]
+		}
 	}
 	return keys, err
 }
 
-// get returns a key's value, from the overlays or Badger.
+// get returns a key's value.
 func (b *Badger) get(key []byte) ([]byte, error) {
-	if e, ok := b.overlaid(key); ok {
-		if e.del {
-			return nil, badger.ErrKeyNotFound
-		}
-		return e.val, nil
-	}
 	var val []byte
 	err := b.db.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(key)
@@ -761,120 +1085,67 @@ func (b *Badger) get(key []byte) ([]byte, error) {
 	return val, err
 }
 
-// openLogs opens the two write-ahead logs and applies what they hold
-// (the batches written since Badger was last synced), the older log
-// first, then starts both over.
-func (b *Badger) openLogs(paths ...string) error {
-	type opened struct {
-		w       *wal
-		batches [][]walOp
-	}
-	var logs []opened
-	closeAll := func() {
-		for _, l := range logs {
-			l.w.Close()
-		}
-	}
-	for _, path := range paths {
-		w, batches, err := openWAL(path)
-		if err != nil {
-			closeAll()
-			return err
-		}
-		logs = append(logs, opened{w, batches})
-	}
-	if logs[1].w.gen < logs[0].w.gen {
-		logs[0], logs[1] = logs[1], logs[0]
-	}
-	wb := b.db.NewWriteBatch()
-	n, batches := 0, 0
-	for _, l := range logs {
-		for _, ops := range l.batches {
-			for _, op := range ops {
-				var err error
-				if op.del {
-					err = wb.Delete(op.key)
-				} else {
-					err = wb.Set(op.key, op.val)
-				}
-				if err != nil {
-					wb.Cancel()
-					closeAll()
-					return fmt.Errorf("replay %s: %w", l.w.f.Name(), err)
-				}
-				n++
-			}
-		}
-		batches += len(l.batches)
-	}
-	if err := wb.Flush(); err != nil {
-		closeAll()
-		return fmt.Errorf("replay the write-ahead logs: %w", err)
-	}
-	if batches > 0 {
-		b.log.Info("store: replayed the write-ahead logs", "batches", batches, "writes", n)
-	}
-	if err := b.db.Sync(); err != nil {
-		closeAll()
-		return fmt.Errorf("sync store: %w", err)
-	}
-	b.logs = [2]*wal{logs[0].w, logs[1].w}
-	for _, w := range b.logs {
-		if err := w.restart(b.nextGen()); err != nil {
-			closeAll()
-			return err
-		}
-	}
-	b.active = 0
-	return nil
-}
-
 // Delete removes an instance and its audit trail.
 func (b *Badger) Delete(ctx context.Context, k Key) error {
+	if b.readOnly {
+		return ErrReadOnly
+	}
+	if err := checkKey(k); err != nil {
+		return err
+	}
 	return b.enqueue(&saveReq{k: k, del: true})
 }
 
-// Audit returns the last n entries of an instance's audit trail.
+// Audit returns the last n entries of an instance's audit trail, oldest
+// first.
 func (b *Badger) Audit(ctx context.Context, k Key, n int) ([]AuditEntry, error) {
-	keys, err := b.keys(auditPrefixOf(k), n)
+	if err := checkKey(k); err != nil {
+		return nil, err
+	}
+	var out []AuditEntry
+	err := b.db.View(func(txn *badger.Txn) error {
+		prefix := trailPrefix(k)
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix, opts.Reverse = prefix, true
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Seek(append(prefix, bytes.Repeat([]byte{0xff}, 9)...)); it.Valid(); it.Next() {
+			if n > 0 && len(out) >= n {
+				break
+			}
+			var e AuditEntry
+			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &e) }); err != nil {
+				return fmt.Errorf("audit entry of %s %q: %w", k.Machine, truncate(k.Handle), err)
+			}
+			out = append(out, e)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]AuditEntry, 0, len(keys))
-	for _, key := range keys {
-		v, err := b.get(key)
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			continue // deleted meanwhile: it fell out of the retention
-		}
-		if err != nil {
-			return nil, err
-		}
-		var e AuditEntry
-		if err := json.Unmarshal(v, &e); err != nil {
-			return nil, err
-		}
-		out = append(out, e)
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
 	}
 	return out, nil
 }
 
 // List returns the stored instances' keys.
 func (b *Badger) List(ctx context.Context) ([]Key, error) {
-	keys, err := b.keys([]byte(instancePrefix), 0)
+	keys, err := b.keys([]byte{tagInstance}, 0)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]Key, 0, len(keys))
 	for _, key := range keys {
-		if k, ok := keyFrom(key); ok {
+		if k, ok := parseInstanceKey(key); ok {
 			out = append(out, k)
 		}
 	}
 	return out, nil
 }
 
-// Close waits for the saves under way, moves what the logs hold to
-// Badger and closes it.
+// Close waits for the saves under way and closes the store.
 func (b *Badger) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -886,35 +1157,32 @@ func (b *Badger) Close() error {
 	b.inflight.Wait() // the saves under way are written
 	close(b.stop)
 	b.done.Wait()
-	// The checkpointer has stopped: the overlays are written here, the
-	// older first. After a disk failure they are not: the logs keep what
-	// they hold, for the next open to replay.
-	err := b.failure()
-	if err == nil {
-		if err = b.apply(b.old); err == nil {
-			err = b.apply(b.cur)
+	err := b.db.Close()
+	if b.unlock != nil {
+		if uerr := b.unlock(); err == nil {
+			err = uerr
 		}
 	}
-	if cerr := b.db.Close(); err == nil {
-		err = cerr
-	}
-	for _, w := range b.logs {
-		if err == nil {
-			// Badger is on the disk: the log has nothing left to replay.
-			err = w.restart(b.nextGen())
-		}
-		if cerr := w.Close(); err == nil {
-			err = cerr
-		}
+	if b.scratch != "" {
+		os.RemoveAll(b.scratch)
 	}
 	return err
 }
 
 // badgerLogger sends Badger's logs to slog: its warnings and errors only.
-type badgerLogger struct{ log *slog.Logger }
+// Badger logs a failed sync of a value log file without returning it:
+// syncErr records it for the save being committed.
+type badgerLogger struct {
+	log     *slog.Logger
+	syncErr *atomic.Pointer[string]
+}
 
 func (l badgerLogger) Errorf(f string, a ...any) {
-	l.log.Error("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...)))
+	msg := strings.TrimSpace(fmt.Sprintf(f, a...))
+	if l.syncErr != nil && strings.HasPrefix(f, "Error while curlf sync") {
+		l.syncErr.CompareAndSwap(nil, &msg)
+	}
+	l.log.Error("badger: " + msg)
 }
 func (l badgerLogger) Warningf(f string, a ...any) {
 	l.log.Warn("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...)))

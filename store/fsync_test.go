@@ -24,20 +24,3 @@ func BenchmarkFsync(b *testing.B) {
 		}
 	}
 }
-
-// BenchmarkBadgerSave measures one durable save (no concurrency).
-func BenchmarkBadgerSave(b *testing.B) {
-	st, err := OpenBadger(b.TempDir(), BadgerOptions{GCInterval: -1, Logger: quietLog()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	k := Key{"m", "h"}
-	var v uint64
-	rec := Record{Snapshot: []byte(`{"status":"active","value":"draft","context":{}}`)}
-	for b.Loop() {
-		if v, err = st.Save(b.Context(), k, rec, v); err != nil {
-			b.Fatal(err)
-		}
-	}
-}

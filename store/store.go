@@ -1,13 +1,16 @@
 // Package store persists workflow instances: each instance's snapshot,
 // saved only if nobody saved it since it was loaded (compare-and-swap on a
-// version). It owns the Store interface and its in-memory implementation;
-// the gate uses it and knows nothing of how records are kept.
+// version), and its audit trail. It owns the Store interface, its
+// in-memory implementation and the Badger one (the store on disk: its
+// format, its limits, and how it refuses to lose or invent data); the
+// gate uses it and knows nothing of how records are kept.
 package store
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -20,6 +23,39 @@ var ErrNotFound = errors.New("instance not found")
 // version the caller loaded.
 var ErrConflict = errors.New("instance changed concurrently")
 
+// ErrTooLarge is returned by Save for a key or a value over the store's
+// limits (MaxKeySize, MaxRecordSize): nothing is written.
+var ErrTooLarge = errors.New("too large for the store")
+
+// Limits of what the store keeps, well under Badger's own (keys of 65,000
+// bytes, transactions of 15% of a memtable, values of a value log file).
+const (
+	// MaxKeySize bounds an instance's key: its machine id and handle,
+	// each with its length (a byte for lengths under 128).
+	MaxKeySize = 1 << 10
+	// MaxRecordSize bounds an instance's record (its snapshot, timers and
+	// machine version, as stored) and each audit entry.
+	MaxRecordSize = 4 << 20
+)
+
+// checkKey refuses a key over MaxKeySize, saying how large it is (never
+// what it holds).
+func checkKey(k Key) error {
+	if n := keyLen(k); n > MaxKeySize {
+		return fmt.Errorf("%w: the instance's key (machine id %d bytes, handle %d bytes) takes %d bytes; the limit is %d",
+			ErrTooLarge, len(k.Machine), len(k.Handle), n, MaxKeySize)
+	}
+	return nil
+}
+
+// checkValue refuses a record or audit entry over MaxRecordSize.
+func checkValue(what string, n int) error {
+	if n > MaxRecordSize {
+		return fmt.Errorf("%w: the %s takes %d bytes; the limit is %d (%d MiB)", ErrTooLarge, what, n, MaxRecordSize, MaxRecordSize>>20)
+	}
+	return nil
+}
+
 // Key names an instance: a machine and a handle.
 type Key struct {
 	Machine string
@@ -27,9 +63,13 @@ type Key struct {
 }
 
 // Record is a stored instance.
+//
+// A record with no snapshot is a reset: the instance starts afresh when
+// next used, and its version goes on counting from the reset's (see
+// Reset). Its audit trail is kept.
 type Record struct {
 	// Snapshot is the instance's persisted snapshot (interp.Persisted as
-	// JSON).
+	// JSON); empty for a reset.
 	Snapshot json.RawMessage `json:"snapshot"`
 	// MachineVersion is the content hash of the machine that made it.
 	MachineVersion string `json:"machineVersion"`
@@ -41,6 +81,27 @@ type Record struct {
 	// in the same write.
 	Audit *AuditEntry `json:"-"`
 }
+
+// IsReset reports whether the record is a reset (it has no snapshot).
+func (r Record) IsReset() bool { return len(r.Snapshot) == 0 }
+
+// Reset records an operator's reset of an instance stored at version:
+// a record with no snapshot, so that the instance starts afresh when next
+// used, and an audit entry (tool "(reset)", the state it had) in the same
+// write. It returns the new version; ErrConflict if the instance changed
+// since version.
+func Reset(ctx context.Context, s Store, k Key, version uint64, from any, note string) (uint64, error) {
+	if note == "" {
+		note = "reset by an operator"
+	}
+	now := time.Now()
+	return s.Save(ctx, k, Record{Updated: now, Audit: &AuditEntry{
+		Time: now, Machine: k.Machine, Handle: k.Handle, Tool: ResetTool, From: from, Note: note,
+	}}, version)
+}
+
+// ResetTool is the audit trail's tool name for an operator's reset.
+const ResetTool = "(reset)"
 
 // Timer is a pending delayed event of an instance.
 type Timer struct {
@@ -75,6 +136,9 @@ type AuditEntry struct {
 	// existed in a new version of its machine and was moved (before this
 	// transition).
 	Migrated *Migration `json:"migrated,omitempty"`
+	// Note says who or what made an entry that no tool call made (an
+	// operator's reset).
+	Note string `json:"note,omitempty"`
 }
 
 // Migration is an instance moved to a surviving state after its machine
@@ -92,6 +156,7 @@ const DefaultAuditRetention = 1000
 
 // Store keeps instances. Version 0 means "not stored yet": Save with
 // version 0 creates the instance, and fails with ErrConflict if it exists.
+// Save refuses a key or record over the limits with ErrTooLarge.
 type Store interface {
 	Load(ctx context.Context, k Key) (rec Record, version uint64, err error)
 	Save(ctx context.Context, k Key, rec Record, version uint64) (newVersion uint64, err error)
@@ -139,6 +204,12 @@ func (m *Memory) Load(ctx context.Context, k Key) (Record, uint64, error) {
 // Save stores a record if the instance is still at version.
 func (m *Memory) Save(ctx context.Context, k Key, rec Record, version uint64) (uint64, error) {
 	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if err := checkKey(k); err != nil {
+		return 0, err
+	}
+	if err := checkValue("snapshot", len(rec.Snapshot)); err != nil {
 		return 0, err
 	}
 	m.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -18,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"golang.org/x/term"
 
 	"stategate/gate"
@@ -39,9 +41,11 @@ type serveCmd struct {
 	NoSync    bool          `help:"Answer calls before their state reaches the disk (faster; a power cut may lose the last calls, a killed server does not)."`
 	Memory    bool          `help:"Keep workflow state in memory only: nothing is written (--data is not used) and a restart starts every workflow afresh. For tests and demos."`
 	AuditKeep int           `default:"1000" help:"Audit entries kept per instance."`
-	// Checkpoint is for tests that want the store's checkpoints frequent.
-	Checkpoint int64 `hidden:"" name:"checkpoint-bytes" help:"Bytes of saves the write-ahead log holds before they are moved to Badger."`
-	Procs      int   `placeholder:"N" help:"Cores the server runs on (GOMAXPROCS); 0: half of those Go would use, at least one (or the GOMAXPROCS variable), as a local server shares its machine with its clients."`
+	MinFree   byteSize      `default:"128MiB" placeholder:"SIZE" help:"Free disk space the store keeps in reserve: a call that would leave less is refused (the instance unchanged) until space is freed (e.g. 128MiB, 1GiB; 0: none)."`
+	// SmallTables is for tests that want the store's flushes and
+	// compactions frequent.
+	SmallTables bool `hidden:"" help:"Size the store's memtables and tables tiny (tests)."`
+	Procs       int  `placeholder:"N" help:"Cores the server runs on (GOMAXPROCS); 0: half of those Go would use, at least one (or the GOMAXPROCS variable), as a local server shares its machine with its clients."`
 }
 
 func (c *serveCmd) Run(stdout io.Writer) error {
@@ -171,7 +175,11 @@ func (c *serveCmd) openStore(log *slog.Logger) (store.Store, string, error) {
 		}
 		return m, "memory (nothing is kept after the server stops)", nil
 	}
-	b, err := store.OpenBadger(c.Data, store.BadgerOptions{NoSync: c.NoSync, AuditRetention: c.AuditKeep, CheckpointBytes: c.Checkpoint, Logger: log})
+	minFree := int64(c.MinFree)
+	if minFree == 0 {
+		minFree = -1 // no reserve
+	}
+	b, err := store.OpenBadger(c.Data, store.BadgerOptions{NoSync: c.NoSync, AuditRetention: c.AuditKeep, MinFree: minFree, SmallTables: c.SmallTables, Logger: log})
 	if err != nil {
 		return nil, "", err
 	}
@@ -195,6 +203,19 @@ func readToken(file string) (string, error) {
 func loopback(a net.Addr) bool {
 	ap, err := netip.ParseAddrPort(a.String())
 	return err == nil && ap.Addr().IsLoopback()
+}
+
+// byteSize is a size in bytes, as go-humanize reads it ("128MiB",
+// "1GiB", "64MB", "4096").
+type byteSize int64
+
+func (b *byteSize) UnmarshalText(text []byte) error {
+	n, err := humanize.ParseBytes(string(text))
+	if err != nil || n > math.MaxInt64 {
+		return fmt.Errorf("%q is not a size (e.g. 128MiB, 1GiB, 4096)", text)
+	}
+	*b = byteSize(n)
+	return nil
 }
 
 // listenAddr binds to 127.0.0.1 unless the address names a host: "8080"

@@ -14,25 +14,24 @@ import (
 
 type stateCmd struct {
 	Data    string          `default:".stategate" help:"Folder of the store."`
-	List    stateListCmd    `cmd:"" help:"List the stored instances."`
-	Show    stateShowCmd    `cmd:"" help:"Show an instance's stored snapshot and timers."`
-	History stateHistoryCmd `cmd:"" help:"Show an instance's audit trail."`
-	Reset   stateResetCmd   `cmd:"" help:"Delete an instance: it starts afresh when next used."`
+	List    stateListCmd    `cmd:"" help:"List the stored instances (reads the store, changes nothing)."`
+	Show    stateShowCmd    `cmd:"" help:"Show an instance's stored snapshot and timers (changes nothing)."`
+	History stateHistoryCmd `cmd:"" help:"Show an instance's audit trail (changes nothing)."`
+	Reset   stateResetCmd   `cmd:"" help:"Reset an instance: it starts afresh when next used; the reset goes in its audit trail."`
 }
 
-// openStore opens the store for an operator command; a running server
-// holding it is reported as such.
-func openStore(dir string) (*store.Badger, error) {
-	if _, err := os.Stat(dir); err != nil {
-		return nil, fmt.Errorf("no store at %s: %w", dir, err)
-	}
-	return store.OpenBadger(dir, store.BadgerOptions{GCInterval: -1, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+// openStore opens the store for an operator command: read-only unless
+// write (nothing on disk changes), and never creating one. A running
+// server holding it is reported as such.
+func openStore(dir string, write bool) (*store.Badger, error) {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return store.OpenBadger(dir, store.BadgerOptions{ReadOnly: !write, MustExist: true, GCInterval: -1, Logger: log})
 }
 
 type stateListCmd struct{}
 
 func (c *stateListCmd) Run(parent *stateCmd, stdout io.Writer) error {
-	st, err := openStore(parent.Data)
+	st, err := openStore(parent.Data, false)
 	if err != nil {
 		return err
 	}
@@ -50,14 +49,18 @@ func (c *stateListCmd) Run(parent *stateCmd, stdout io.Writer) error {
 	for _, k := range keys {
 		rec, v, err := st.Load(context.Background(), k)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s %q: %w", k.Machine, k.Handle, err)
 		}
-		var snap struct {
-			Status string          `json:"status"`
-			Value  json.RawMessage `json:"value"`
+		value, status := "(reset)", "starts afresh when next used"
+		if !rec.IsReset() {
+			var snap struct {
+				Status string          `json:"status"`
+				Value  json.RawMessage `json:"value"`
+			}
+			_ = json.Unmarshal(rec.Snapshot, &snap)
+			value, status = string(snap.Value), snap.Status
 		}
-		_ = json.Unmarshal(rec.Snapshot, &snap)
-		fmt.Fprintf(stdout, "%s\t%s\t%s\t%s\tversion %d\t%s\n", k.Machine, k.Handle, snap.Value, snap.Status, v, rec.Updated.Format("2006-01-02 15:04:05"))
+		fmt.Fprintf(stdout, "%s\t%s\t%s\t%s\tversion %d\t%s\n", k.Machine, k.Handle, value, status, v, rec.Updated.Format("2006-01-02 15:04:05"))
 	}
 	return nil
 }
@@ -68,7 +71,7 @@ type stateShowCmd struct {
 }
 
 func (c *stateShowCmd) Run(parent *stateCmd, stdout io.Writer) error {
-	st, err := openStore(parent.Data)
+	st, err := openStore(parent.Data, false)
 	if err != nil {
 		return err
 	}
@@ -78,6 +81,10 @@ func (c *stateShowCmd) Run(parent *stateCmd, stdout io.Writer) error {
 		return fmt.Errorf("%s %s: %w", c.Machine, c.Handle, err)
 	}
 	out := map[string]any{"version": v, "machineVersion": rec.MachineVersion, "updated": rec.Updated, "snapshot": rec.Snapshot, "timers": rec.Timers}
+	if rec.IsReset() {
+		out["snapshot"] = nil
+		out["reset"] = "the instance was reset: it starts afresh when next used"
+	}
 	return writeJSON(stdout, out)
 }
 
@@ -88,12 +95,16 @@ type stateHistoryCmd struct {
 }
 
 func (c *stateHistoryCmd) Run(parent *stateCmd, stdout io.Writer) error {
-	st, err := openStore(parent.Data)
+	st, err := openStore(parent.Data, false)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	trail, err := st.Audit(context.Background(), store.Key{Machine: c.Machine, Handle: c.Handle}, c.Last)
+	k := store.Key{Machine: c.Machine, Handle: c.Handle}
+	if _, _, err := st.Load(context.Background(), k); err != nil {
+		return fmt.Errorf("%s %s: %w", c.Machine, c.Handle, err)
+	}
+	trail, err := st.Audit(context.Background(), k, c.Last)
 	if err != nil {
 		return err
 	}
@@ -101,7 +112,11 @@ func (c *stateHistoryCmd) Run(parent *stateCmd, stdout io.Writer) error {
 		from, _ := json.Marshal(e.From)
 		to, _ := json.Marshal(e.To)
 		ev, _ := json.Marshal(e.Event)
-		fmt.Fprintf(stdout, "%s\tv%d\t%s\t%s -> %s\t%s\tsession %s\n", e.Time.Format("2006-01-02 15:04:05.000"), e.Version, e.Tool, from, to, ev, e.Session)
+		fmt.Fprintf(stdout, "%s\tv%d\t%s\t%s -> %s\t%s\tsession %s", e.Time.Format("2006-01-02 15:04:05.000"), e.Version, e.Tool, from, to, ev, e.Session)
+		if e.Note != "" {
+			fmt.Fprintf(stdout, "\t%s", e.Note)
+		}
+		fmt.Fprintln(stdout)
 	}
 	return nil
 }
@@ -112,19 +127,32 @@ type stateResetCmd struct {
 }
 
 func (c *stateResetCmd) Run(parent *stateCmd, stdout io.Writer) error {
-	st, err := openStore(parent.Data)
+	st, err := openStore(parent.Data, true)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	ctx := context.Background()
 	k := store.Key{Machine: c.Machine, Handle: c.Handle}
-	if _, _, err := st.Load(context.Background(), k); err != nil {
+	rec, v, err := st.Load(ctx, k)
+	if err != nil {
 		return fmt.Errorf("%s %s: %w", c.Machine, c.Handle, err)
 	}
-	if err := st.Delete(context.Background(), k); err != nil {
+	var from any
+	if !rec.IsReset() {
+		var snap struct {
+			Value any `json:"value"`
+		}
+		_ = json.Unmarshal(rec.Snapshot, &snap)
+		from = snap.Value
+	}
+	if _, err := store.Reset(ctx, st, k, v, from, "reset by an operator (stategate state reset)"); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s %s reset: it starts afresh when next used\n", c.Machine, c.Handle)
+	if err := st.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s %s reset: it starts afresh when next used (version %d; the reset is in its history)\n", c.Machine, c.Handle, v+1)
 	return nil
 }
 

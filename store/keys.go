@@ -1,0 +1,132 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"strings"
+)
+
+// Badger keys. Each component of a key is written after its length (a
+// uvarint), so that a key is read back one way only and no instance's keys
+// are a prefix of another's: the audit trail of handle "a" and that of
+// handle "a\x00evil" are two ranges that do not meet, whatever bytes the
+// machine ids and handles hold.
+//
+//	instance record  'I' len(machine) machine len(handle) handle
+//	audit entry      'A' len(machine) machine len(handle) handle version (8 bytes, big-endian)
+//	store format     'M' "format"
+//
+// Stores written before this format (formatKey absent) used
+// "i/MACHINE\x00HANDLE" and "a/MACHINE\x00HANDLE\x00VERSION"; they are
+// migrated when opened (see migrateKeys).
+const (
+	tagInstance = 'I'
+	tagAudit    = 'A'
+)
+
+// formatKey records the store's key format, formatVersion.
+var formatKey = []byte("Mformat")
+
+const formatVersion = "2"
+
+// appendKeyOf appends an instance's components to b.
+func appendKeyOf(b []byte, k Key) []byte {
+	b = binary.AppendUvarint(b, uint64(len(k.Machine)))
+	b = append(b, k.Machine...)
+	b = binary.AppendUvarint(b, uint64(len(k.Handle)))
+	return append(b, k.Handle...)
+}
+
+// keyLen is the length of an instance's record key.
+func keyLen(k Key) int {
+	return 1 + uvarintLen(len(k.Machine)) + len(k.Machine) + uvarintLen(len(k.Handle)) + len(k.Handle)
+}
+
+func uvarintLen(n int) int {
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(b[:], uint64(n))
+}
+
+// instanceKey is the key of an instance's record.
+func instanceKey(k Key) []byte {
+	return appendKeyOf(append(make([]byte, 0, keyLen(k)), tagInstance), k)
+}
+
+// trailPrefix is the prefix of an instance's audit entries' keys.
+func trailPrefix(k Key) []byte {
+	return appendKeyOf(append(make([]byte, 0, keyLen(k)+8), tagAudit), k)
+}
+
+// auditKey is the key of an instance's audit entry at a version.
+func auditKey(k Key, version uint64) []byte {
+	return binary.BigEndian.AppendUint64(trailPrefix(k), version)
+}
+
+// readComponents reads the machine id and handle at the start of b and
+// returns what follows them.
+func readComponents(b []byte) (Key, []byte, bool) {
+	var parts [2]string
+	for i := range parts {
+		n, w := binary.Uvarint(b)
+		if w <= 0 || uint64(len(b)-w) < n {
+			return Key{}, nil, false
+		}
+		parts[i] = string(b[w : w+int(n)])
+		b = b[w+int(n):]
+	}
+	return Key{Machine: parts[0], Handle: parts[1]}, b, true
+}
+
+// parseInstanceKey reads an instance record's key.
+func parseInstanceKey(b []byte) (Key, bool) {
+	if len(b) == 0 || b[0] != tagInstance {
+		return Key{}, false
+	}
+	k, rest, ok := readComponents(b[1:])
+	return k, ok && len(rest) == 0
+}
+
+// parseAuditKey reads an audit entry's key.
+func parseAuditKey(b []byte) (Key, uint64, bool) {
+	if len(b) == 0 || b[0] != tagAudit {
+		return Key{}, 0, false
+	}
+	k, rest, ok := readComponents(b[1:])
+	if !ok || len(rest) != 8 {
+		return Key{}, 0, false
+	}
+	return k, binary.BigEndian.Uint64(rest), true
+}
+
+// The keys of the format before formatKey.
+const (
+	oldInstancePrefix = "i/"
+	oldAuditPrefix    = "a/"
+)
+
+// newKeyOf returns the key an old-format key has now (ok false: the key is
+// not one of the old format's).
+func newKeyOf(old []byte) ([]byte, bool) {
+	switch {
+	case bytes.HasPrefix(old, []byte(oldInstancePrefix)):
+		// "i/MACHINE\x00HANDLE": a machine id holds no NUL (a handle may),
+		// as the old store's List read it.
+		m, h, ok := strings.Cut(string(old[len(oldInstancePrefix):]), "\x00")
+		if !ok {
+			return nil, false
+		}
+		return instanceKey(Key{Machine: m, Handle: h}), true
+	case bytes.HasPrefix(old, []byte(oldAuditPrefix)):
+		// "a/MACHINE\x00HANDLE\x00" then the version's 8 bytes.
+		rest := old[len(oldAuditPrefix):]
+		if len(rest) < 10 || rest[len(rest)-9] != 0 {
+			return nil, false
+		}
+		m, h, ok := strings.Cut(string(rest[:len(rest)-9]), "\x00")
+		if !ok {
+			return nil, false
+		}
+		return auditKey(Key{Machine: m, Handle: h}, binary.BigEndian.Uint64(rest[len(rest)-8:])), true
+	}
+	return nil, false
+}
