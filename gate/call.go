@@ -45,6 +45,9 @@ func (g *Gate) handleTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	if req.Params.Arguments != nil && args == nil {
 		return errorResult("INVALID_ARGUMENTS", "INVALID_ARGUMENTS: the arguments must be an object", nil), nil
 	}
+	if n := jsonSize(args, MaxArguments); n > MaxArguments {
+		return errorResult("INVALID_ARGUMENTS", fmt.Sprintf("INVALID_ARGUMENTS: the arguments of %s take more than %d bytes as JSON; the limit is %d (%d KiB)", name, MaxArguments, MaxArguments, MaxArguments>>10), nil), nil
+	}
 	m := ref.m
 	s := g.sessionOf(ctx)
 	handle := g.instanceOf(s, m)
@@ -116,7 +119,7 @@ func (g *Gate) callEvent(ctx context.Context, t *Tool, handle string, args map[s
 			continue
 		}
 		if err != nil {
-			return errorResult("ERROR", "ERROR: cannot store the instance: "+err.Error(), nil), nil
+			return saveFailed(t.Name, snap, err), nil
 		}
 		after := g.view(saved)
 		g.refresh(context.WithoutCancel(ctx), m, handle)
@@ -165,11 +168,29 @@ func (g *Gate) reset(ctx context.Context, m *Machine, handle string) (*mcp.CallT
 	fresh, timers := g.fresh(m)
 	saved, err := g.save(ctx, in, fresh, timers, &store.AuditEntry{Tool: m.ResetTool, Session: g.sessionNameOf(ctx)})
 	if err != nil {
-		return errorResult("ERROR", "ERROR: cannot store the instance: "+err.Error(), nil), nil
+		return saveFailed(m.ResetTool, snap, err), nil
 	}
 	after := g.view(saved)
 	g.refresh(context.WithoutCancel(ctx), m, handle)
 	return success(m, handle, after, nil), nil
+}
+
+// saveFailed answers a call whose new state could not be stored, saying
+// what the agent may do: the instance keeps its state (snap), except when
+// the store cannot tell (ErrOutcomeUnknown).
+func saveFailed(tool string, snap *interp.Snapshot, err error) *mcp.CallToolResult {
+	code, text := "ERROR", fmt.Sprintf("ERROR: %s was not done: the new state cannot be stored (%v); the instance keeps its state %s", tool, err, stateString(snap))
+	switch {
+	case errors.Is(err, store.ErrOutcomeUnknown):
+		code, text = "OUTCOME_UNKNOWN", fmt.Sprintf("OUTCOME_UNKNOWN: the store failed while saving %s, so whether it was done is unknown (%v). The server takes no more changes until it is restarted; then the status tool tells where the instance is", tool, err)
+	case errors.Is(err, store.ErrDiskFailed):
+		text = fmt.Sprintf("ERROR: %s was not done: the store failed earlier and takes no more changes until the server is restarted; the instance keeps its state %s", tool, stateString(snap))
+	case errors.Is(err, store.ErrNoSpace):
+		code, text = "NO_SPACE", fmt.Sprintf("NO_SPACE: %s was not done: the server's disk is nearly full; the instance keeps its state %s. Try again once space is freed", tool, stateString(snap))
+	case errors.Is(err, store.ErrTooLarge):
+		code, text = "TOO_LARGE", fmt.Sprintf("TOO_LARGE: %s was not done: the instance's new state would be too large to store (%v); the instance keeps its state %s", tool, err, stateString(snap))
+	}
+	return errorResult(code, text, map[string]any{"state": snap.Value()})
 }
 
 // allows reports whether an instance lists an event's tool now (viewOf's
@@ -371,6 +392,37 @@ func (g *Gate) sessionNameOf(ctx context.Context) string {
 		return s.name
 	}
 	return ""
+}
+
+// MaxArguments bounds the size of a call's arguments, as JSON: the event
+// they make goes into the instance's audit trail (whose entries the store
+// bounds at 4 MiB) and often into its context.
+const MaxArguments = 1 << 20
+
+// jsonSize estimates the size of a JSON-like value as JSON, from above for
+// strings (escapes aside); it stops counting past limit.
+func jsonSize(v any, limit int) int {
+	switch x := v.(type) {
+	case string:
+		return len(x) + 2
+	case map[string]any:
+		n := 2
+		for k, e := range x {
+			if n += len(k) + 4 + jsonSize(e, limit-n); n > limit {
+				return n
+			}
+		}
+		return n
+	case []any:
+		n := 2
+		for _, e := range x {
+			if n += 1 + jsonSize(e, limit-n); n > limit {
+				return n
+			}
+		}
+		return n
+	}
+	return 24 // a number, a boolean, null
 }
 
 // MaxHandle bounds the length of a handle, in bytes.

@@ -294,3 +294,17 @@ func TestStatusReadsAsARead(t *testing.T) {
 		t.Errorf("submit says %q", text)
 	}
 }
+
+// TestArgumentsAreBounded: arguments over MaxArguments are refused at the
+// call, naming the limit; the instance does not move.
+func TestArgumentsAreBounded(t *testing.T) {
+	mcpURL, _ := setup(t)
+	s, _ := rawSession(t, mcpURL, "2025-06-18")
+	body := rawCall(t, mcpURL, s, "lamp_on", map[string]any{"pad": strings.Repeat("x", gate.MaxArguments)})
+	if !strings.Contains(body, "INVALID_ARGUMENTS") || !strings.Contains(body, "the limit is") {
+		t.Fatalf("oversized arguments: %.300s", body)
+	}
+	if body := rawCall(t, mcpURL, s, "lamp_status", nil); !strings.Contains(body, `"state":"off"`) {
+		t.Errorf("the instance moved: %.300s", body)
+	}
+}

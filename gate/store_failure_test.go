@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -58,7 +59,7 @@ func TestFailedSaveKeepsTheState(t *testing.T) {
 	c, st := serveFlaky(t)
 	st.fail = errors.New("disk gone")
 	text, _, isErr := c.call("door_open", nil)
-	if !isErr || !strings.Contains(text, "cannot store") || !strings.Contains(text, "disk gone") {
+	if !isErr || !strings.Contains(text, "cannot be stored") || !strings.Contains(text, "disk gone") {
 		t.Fatalf("open with a failing store: %v %q", isErr, text)
 	}
 	if _, sc, _ := c.call("door_status", nil); sc["state"] != "closed" {
@@ -69,6 +70,33 @@ func TestFailedSaveKeepsTheState(t *testing.T) {
 	}
 	if _, sc, isErr := c.call("door_open", nil); isErr || sc["state"] != "open" {
 		t.Fatalf("open again: %v %v", isErr, sc)
+	}
+}
+
+// TestStoreFailuresSayWhatToDo: each way the store refuses a save is an
+// answer that says what happened and what the agent may do; only an
+// unknown outcome does not promise that the instance kept its state.
+func TestStoreFailuresSayWhatToDo(t *testing.T) {
+	c, st := serveFlaky(t)
+	for _, tc := range []struct {
+		err        error
+		code, want string
+	}{
+		{fmt.Errorf("%w: sync: input/output error", store.ErrOutcomeUnknown), "OUTCOME_UNKNOWN", "whether it was done is unknown"},
+		{store.ErrDiskFailed, "ERROR", "takes no more changes until the server is restarted"},
+		{fmt.Errorf("%w: 130 MiB free of 128 MiB kept", store.ErrNoSpace), "NO_SPACE", "Try again once space is freed"},
+		{fmt.Errorf("%w: the record takes 5000000 bytes", store.ErrTooLarge), "TOO_LARGE", "too large to store"},
+	} {
+		st.mu.Lock()
+		st.fail = tc.err
+		st.mu.Unlock()
+		text, sc, isErr := c.call("door_open", nil)
+		if !isErr || sc["error"] != tc.code || !strings.Contains(text, tc.want) {
+			t.Errorf("%v: %v %q", tc.err, sc, text)
+		}
+		if tc.code != "OUTCOME_UNKNOWN" && !strings.Contains(text, "keeps its state closed") {
+			t.Errorf("%v: the answer does not say the instance kept its state: %q", tc.err, text)
+		}
 	}
 }
 
