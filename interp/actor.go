@@ -1,6 +1,7 @@
 package interp
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -93,6 +94,13 @@ type ActorOptions struct {
 	// whose loop never yields to the microtasks that would deliver a
 	// promise's outcome; a run that should behave as XState leaves it off.
 	HoldPromises bool
+	// Context bounds the actor's work (its children's too): once it ends,
+	// a macrostep in progress stops between microsteps, and a Host that is
+	// a ContextHost stops the code it runs, so the step fails with an
+	// error wrapping ErrStopped and the context's cause. The actor then
+	// keeps the snapshot from before the event, with status error, as for
+	// ErrLoop. nil never ends.
+	Context context.Context
 }
 
 // PendingTimer is a delayed event not yet delivered to the actor itself,
@@ -114,6 +122,15 @@ type PendingTimer struct {
 // runtime) for the length of a step. Machines with no such code have none.
 type Host interface {
 	Acquire() (rt any, release func())
+}
+
+// ContextHost is a Host that can stop the code it runs: an actor with a
+// Context (ActorOptions.Context) acquires its runtimes with it, and the
+// Host interrupts a call in progress once ctx ends (the call then fails
+// with an error wrapping the context's cause).
+type ContextHost interface {
+	Host
+	AcquireContext(ctx context.Context) (rt any, release func())
 }
 
 // Sealer is a Host whose code may leave values in a context (or params, or
@@ -195,6 +212,7 @@ func newChild(parent *Actor, id string, logic ActorLogic, input any, sync bool) 
 		c.clock = parent.clock
 		c.opts.OnLog = parent.opts.OnLog
 		c.opts.HoldPromises = parent.opts.HoldPromises
+		c.opts.Context = parent.opts.Context
 	} else {
 		c.clock = NewSimClock()
 	}
@@ -227,7 +245,11 @@ func (a *Actor) acquire() (any, bool) {
 	if rt := a.HeldRuntime(h); rt != nil {
 		return rt, false
 	}
-	a.held, a.release = h.Acquire()
+	if ch, ok := h.(ContextHost); ok && a.opts.Context != nil {
+		a.held, a.release = ch.AcquireContext(a.opts.Context)
+	} else {
+		a.held, a.release = h.Acquire()
+	}
 	return a.held, true
 }
 

@@ -1,6 +1,7 @@
 package interp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -18,6 +19,12 @@ const MaxMicrosteps = 100_000
 
 // ErrLoop is the error of a macrostep that does not settle.
 var ErrLoop = errors.New("infinite loop")
+
+// ErrStopped is wrapped by the error of a macrostep stopped because the
+// actor's context (ActorOptions.Context) ended before it settled; the
+// error wraps the context's cause too (context.DeadlineExceeded,
+// context.Canceled, or the cause given to the context).
+var ErrStopped = errors.New("stopped")
 
 // EventInit is the type of the event that starts an actor.
 const EventInit = "xstate.init"
@@ -124,6 +131,32 @@ type stepper struct {
 	// them may name a child its invokes are about to start (XState's
 	// deferredActorIds).
 	entering *StateNode
+	// ctx is the actor's context, and done its Done channel (nil when it
+	// never ends): the macrostep stops between microsteps once it is
+	// closed.
+	ctx  context.Context
+	done <-chan struct{}
+}
+
+// bound makes the step stop when ctx ends (nil: never).
+func (st *stepper) bound(ctx context.Context) {
+	if ctx != nil {
+		st.ctx, st.done = ctx, ctx.Done()
+	}
+}
+
+// stopped returns the error of a step whose context has ended, nil while
+// it may go on. It costs a check of a channel, between microsteps.
+func (st *stepper) stopped(ev Event) error {
+	if st.done == nil {
+		return nil
+	}
+	select {
+	case <-st.done:
+		return fmt.Errorf("%w while handling '%s': %w", ErrStopped, ev.Type, context.Cause(st.ctx))
+	default:
+		return nil
+	}
 }
 
 // Initial computes the initial snapshot for an input, as XState's
@@ -147,6 +180,9 @@ func (m *Machine) initial(actor *Actor, input any, rt any) (*Snapshot, []Effect,
 		return c.snap, c.effects, nil
 	}
 	st := &stepper{m: m, actor: actor, rt: rt}
+	if actor != nil {
+		st.bound(actor.opts.Context)
+	}
 	ev := Event{Type: EventInit}
 	if input != nil {
 		ev.Data = map[string]any{"input": input}
@@ -235,6 +271,7 @@ func (m *Machine) transition(actor *Actor, s *Snapshot, ev Event, rt any) (*Snap
 	// stepper escape, and an actor runs one step at a time.
 	st := &actor.st
 	*st = stepper{m: m, actor: actor, running: true, rt: rt, arena: actor.scratch, effects: actor.effects[:0], queue: actor.queue[:0]}
+	st.bound(actor.opts.Context)
 	next, err := st.macrostep(s, ev)
 	actor.effects = st.effects
 	actor.queue = st.queue[:0:cap(st.queue)]
@@ -245,6 +282,9 @@ func (m *Machine) transition(actor *Actor, s *Snapshot, ev Event, rt any) (*Snap
 func isErrorEvent(ev Event) bool { return strings.HasPrefix(ev.Type, "xstate.error.actor") }
 
 func (st *stepper) macrostep(s *Snapshot, ev Event) (*Snapshot, error) {
+	if err := st.stopped(ev); err != nil {
+		return nil, err
+	}
 	next := s
 	if ev.Type != EventInit {
 		ts, err := st.selectTransitions(next, ev)
@@ -263,6 +303,9 @@ func (st *stepper) macrostep(s *Snapshot, ev Event) (*Snapshot, error) {
 	for steps := 0; next.Status == StatusActive; steps++ {
 		if steps >= MaxMicrosteps {
 			return nil, fmt.Errorf("%w: more than %d microsteps for event '%s' (eventless transitions or raised events that never settle)", ErrLoop, MaxMicrosteps, ev.Type)
+		}
+		if err := st.stopped(ev); err != nil {
+			return nil, err
 		}
 		var ts []*Transition
 		var err error
