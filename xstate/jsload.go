@@ -30,6 +30,14 @@ type Loader struct {
 	Registry *Registry
 	// Timeout bounds each call into JavaScript; DefaultTimeout when zero.
 	Timeout time.Duration
+	// Memory is the memory budget of the machines' JavaScript, in bytes:
+	// a call into it (or a module's top-level code, as it loads) is
+	// interrupted once the Go heap has grown by more than this since it
+	// began, and the built-ins that make a string or an array in one step
+	// refuse to make one that could not fit in it (a RangeError).
+	// DefaultMemory when zero; negative: no budget (for tests of other
+	// things only).
+	Memory int64
 	// Console receives what machines' code writes with console.log and the
 	// like, as log records (log and info at level Info, warn at Warn,
 	// error at Error, debug and trace at Debug); nil discards it.
@@ -38,6 +46,23 @@ type Loader struct {
 	once    sync.Once
 	prelude *goja.Program
 	err     error
+
+	dogOnce sync.Once
+	dog     *watchdog // bounds the JavaScript of the loader's modules
+}
+
+// watchdog returns the loader's watchdog, made with its settings as they
+// are at the first module's load.
+func (l *Loader) watchdog() *watchdog {
+	l.dogOnce.Do(func() { l.dog = newWatchdog(l.timeout(), l.memory()) })
+	return l.dog
+}
+
+func (l *Loader) memory() int64 {
+	if l.Memory == 0 {
+		return DefaultMemory
+	}
+	return l.Memory
 }
 
 func (l *Loader) timeout() time.Duration {
@@ -78,7 +103,7 @@ func (l *Loader) loadModule(file string, roots func(*goja.Runtime, *goja.Object)
 	if err != nil {
 		return nil, nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Msg: "cannot compile the bundled module: " + err.Error()}}}
 	}
-	mod := &jsModule{file: file, files: files, prog: prog, prelude: prelude, timeout: l.timeout(), roots: roots, plainObjects: locksObjects(files), console: l.Console}
+	mod := &jsModule{file: file, files: files, prog: prog, prelude: prelude, dog: l.watchdog(), roots: roots, plainObjects: locksObjects(files), console: l.Console}
 	rt, described, err := mod.newRuntime()
 	if err != nil {
 		// The diagnostic names the file itself.

@@ -1,6 +1,7 @@
 package xstate
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,7 +41,7 @@ type jsModule struct {
 	console *slog.Logger // where console.log and the like go; nil: nowhere
 	prog    *goja.Program
 	prelude *goja.Program
-	timeout time.Duration
+	dog     *watchdog // the Loader's, which bounds the calls' time and memory
 	// roots finds, in a runtime's module exports, the values whose
 	// functions are numbered (the machine, or the implementations).
 	roots func(rt *goja.Runtime, exports *goja.Object) ([]goja.Value, error)
@@ -50,8 +51,8 @@ type jsModule struct {
 
 	mu       sync.Mutex
 	idle     []*jsRuntime
-	all      []*jsRuntime // every runtime made, for the watchdog
-	watching atomic.Bool
+	all      []*jsRuntime // every runtime made and not dropped, for the watchdog
+	watching atomic.Bool  // the watchdog looks after the module's calls
 }
 
 // jsRuntime is a goja runtime with the module evaluated in it and the
@@ -67,11 +68,19 @@ type jsRuntime struct {
 	release func()
 
 	// calls counts the top-level calls begun and ended: it is odd while
-	// one runs. The module's watchdog interrupts a call it sees running
-	// for as many ticks as make the time limit; seen and ticks are the
-	// watchdog's (under the module's lock).
+	// one runs. The rest is the watchdog's, under the module's lock: the
+	// call it saw (seen) and since when, the live heap the call counts
+	// from (base), whether it interrupted the runtime, which is then not
+	// used again, as one retired (dropped to free what its module
+	// variables hold); and the context of the step the runtime is lent
+	// for (nil when none).
 	calls       atomic.Uint64
-	seen, ticks uint64
+	seen        uint64
+	since       time.Time
+	base        uint64
+	interrupted bool
+	retired     bool
+	ctx         context.Context
 	// the last self converted.
 	lastSelf   *interp.Actor
 	lastSelfJS goja.Value
@@ -280,7 +289,8 @@ const maxIdle = 8
 
 func (m *jsModule) put(rt *jsRuntime) {
 	m.mu.Lock()
-	if len(m.idle) < maxIdle {
+	rt.ctx = nil
+	if len(m.idle) < maxIdle && !rt.interrupted && !rt.retired {
 		m.idle = append(m.idle, rt)
 	} else {
 		for i, x := range m.all {
@@ -332,6 +342,10 @@ func (m *jsModule) newRuntime() (*jsRuntime, []any, error) {
 		return nil
 	})
 	if err != nil {
+		var ie *goja.InterruptedError
+		if errors.As(err, &ie) {
+			return nil, nil, fmt.Errorf("%s: %w", m.file, rt.interruptError("its top-level code", ie.Value()))
+		}
 		return nil, nil, fmt.Errorf("%s: %w", m.file, jsErr(err))
 	}
 	roots, err := m.roots(vm, exports)
@@ -362,7 +376,7 @@ func (rt *jsRuntime) guard(f func() error) (err error) {
 func (rt *jsRuntime) enter() bool {
 	top := rt.depth == 0
 	rt.depth++
-	if top && rt.mod.timeout > 0 {
+	if top {
 		rt.calls.Add(1)
 		rt.mod.watch()
 	}
@@ -373,7 +387,7 @@ func (rt *jsRuntime) enter() bool {
 // in goja into *err.
 func (rt *jsRuntime) leave(top bool, err *error) {
 	rt.depth--
-	if top && rt.mod.timeout > 0 {
+	if top {
 		rt.mod.mu.Lock() // the watchdog interrupts under this lock
 		rt.calls.Add(1)
 		rt.mod.mu.Unlock()
@@ -386,62 +400,6 @@ func (rt *jsRuntime) leave(top bool, err *error) {
 		}
 		panic(r)
 	}
-}
-
-// watch makes sure the module's watchdog runs. The watchdog interrupts
-// calls that run past the time limit; it stops by itself when no call has
-// run for a while, and starts again with the next call.
-func (m *jsModule) watch() {
-	if m.watching.Load() || !m.watching.CompareAndSwap(false, true) {
-		return
-	}
-	go func() {
-		tick := time.NewTicker(m.timeout / 10)
-		defer tick.Stop()
-		idle := 0
-		for range tick.C {
-			busy := false
-			m.mu.Lock()
-			for _, rt := range m.all {
-				c := rt.calls.Load()
-				if c%2 == 0 {
-					continue
-				}
-				busy = true
-				if c != rt.seen {
-					rt.seen, rt.ticks = c, 0
-				} else if rt.ticks++; rt.ticks >= 10 {
-					// Seen running at 11 ticks: for longer than the limit.
-					rt.vm.Interrupt(ErrInterrupted)
-				}
-			}
-			m.mu.Unlock()
-			if busy {
-				idle = 0
-			} else if idle++; idle > 50 {
-				m.watching.Store(false)
-				// A call that began as the watchdog retired may have seen
-				// it still running and started none: look once more.
-				if !m.busy() || !m.watching.CompareAndSwap(false, true) {
-					return
-				}
-				idle = 0
-			}
-		}
-	}()
-}
-
-// busy reports whether a top-level call runs in one of the module's
-// runtimes.
-func (m *jsModule) busy() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, rt := range m.all {
-		if rt.calls.Load()%2 == 1 {
-			return true
-		}
-	}
-	return false
 }
 
 // call calls a JS function with Go arguments converted to JS.
@@ -473,7 +431,7 @@ func (rt *jsRuntime) invoke(f goja.Callable, what, key string, args []goja.Value
 			if key != "" {
 				what += " of '" + key + "'"
 			}
-			return nil, fmt.Errorf("%s: %w: ran longer than %v", what, ErrInterrupted, rt.mod.timeout)
+			return nil, rt.interruptError(what, ie.Value())
 		}
 		return nil, jsErr(err)
 	}
@@ -570,6 +528,9 @@ func jsErr(err error) error {
 	}
 	var ie *goja.InterruptedError
 	if errors.As(err, &ie) {
+		if reason, ok := ie.Value().(error); ok {
+			return reason // ErrInterrupted, ErrMemory, or the cause of a step's end
+		}
 		return fmt.Errorf("%w", ErrInterrupted)
 	}
 	return err
