@@ -1,6 +1,7 @@
 package interp
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -139,23 +140,29 @@ type ContextHost interface {
 // Go values; it is called with the runtime before it is released, at the
 // end of every step, for the context and params of a custom action and the
 // input of a child started past the step, and for a child machine's input.
+// An error says that the step's code made a value that cannot be one (too
+// large, nested too deep, cyclic): the step fails with it.
 type Sealer interface {
-	Seal(rt any, v any) any
+	Seal(rt any, v any) (any, error)
 }
 
-// seal converts what the step's runtime left in a snapshot's context.
-func seal(m *Machine, rt any, s *Snapshot) *Snapshot {
+// seal converts what the step's runtime left in a snapshot's context; on
+// an error it returns s as it is.
+func seal(m *Machine, rt any, s *Snapshot) (*Snapshot, error) {
 	sealer, ok := m.Impl.Host.(Sealer)
 	if !ok || s == nil || s.Context == nil {
-		return s
+		return s, nil
 	}
-	ctx := sealer.Seal(rt, s.Context)
+	ctx, err := sealer.Seal(rt, s.Context)
+	if err != nil {
+		return s, err
+	}
 	if sameValue(ctx, s.Context) {
-		return s
+		return s, nil
 	}
 	c := s.clone()
 	c.Context = ctx
-	return c
+	return c, nil
 }
 
 // NewActor creates an actor and computes its initial snapshot (an error in
@@ -194,8 +201,14 @@ func (a *Actor) init() {
 	} else {
 		dropLazy(effects)
 	}
-	sealStarts(a.m, rt, effects)
-	snap = seal(a.m, rt, snap)
+	serr := sealStarts(a.m, rt, effects)
+	sealed, err2 := seal(a.m, rt, snap)
+	if serr = cmp.Or(serr, err2); serr != nil && err == nil {
+		// What the step made cannot be kept: the actor fails to start.
+		err = serr
+		sealed = a.m.failedStart(&Snapshot{Machine: a.m, Context: map[string]any{}}, err)
+	}
+	snap = sealed
 	a.releaseRuntime(own)
 	if err != nil {
 		effects = nil // XState runs none of a failed start's actions
@@ -327,8 +340,9 @@ func (a *Actor) Start() {
 			}
 		}
 	}
+	before := a.snap
 	a.update(a.snap, startOrder(effects), rt)
-	a.snap = seal(a.m, rt, a.snap)
+	a.sealStep(before, rt)
 	a.releaseRuntime(own)
 	a.busy = false
 	if a.sync && a.snap.Status == StatusActive {
@@ -400,13 +414,30 @@ func (a *Actor) process(ev Event) {
 		a.finish()
 		return
 	}
+	before := a.snap
 	a.update(next, effects, rt)
 	if rt != nil {
-		a.snap = seal(a.m, rt, a.snap)
+		a.sealStep(before, rt)
 	}
 	a.releaseRuntime(own)
 	if a.sync && a.snap.Status == StatusActive {
 		a.sendSnapshot()
+	}
+}
+
+// sealStep converts what the step's runtime left in the snapshot; when
+// that fails, the actor keeps the snapshot from before the step (before),
+// with status error, as for a step that fails.
+func (a *Actor) sealStep(before *Snapshot, rt any) {
+	s, err := seal(a.m, rt, a.snap)
+	if err == nil {
+		a.snap = s
+		return
+	}
+	active := a.snap.Status == StatusActive
+	a.snap = before.withStatus(StatusError, nil, err)
+	if active {
+		a.finish()
 	}
 }
 

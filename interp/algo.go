@@ -88,16 +88,21 @@ func dropLazy(effects []Effect) {
 // sealStarts converts what the step's runtime left in the input of the
 // children that effects start, for effects carried out once the runtime
 // is released.
-func sealStarts(m *Machine, rt any, effects []Effect) {
+func sealStarts(m *Machine, rt any, effects []Effect) error {
 	sealer, ok := m.Impl.Host.(Sealer)
 	if !ok {
-		return
+		return nil
 	}
 	for _, e := range effects {
 		if e.Kind == EffectStart && e.To != nil && e.To.input != nil {
-			e.To.input = sealer.Seal(rt, e.To.input)
+			in, err := sealer.Seal(rt, e.To.input)
+			if err != nil {
+				return err
+			}
+			e.To.input = in
 		}
 	}
+	return nil
 }
 
 // materialize makes the data of the lazy emitted events of effects that
@@ -131,17 +136,15 @@ type stepper struct {
 	// them may name a child its invokes are about to start (XState's
 	// deferredActorIds).
 	entering *StateNode
-	// ctx is the actor's context, and done its Done channel (nil when it
-	// never ends): the macrostep stops between microsteps once it is
-	// closed.
-	ctx  context.Context
+	// done is the Done channel of the actor's context (nil when it never
+	// ends): the macrostep stops between microsteps once it is closed.
 	done <-chan struct{}
 }
 
-// bound makes the step stop when ctx ends (nil: never).
+// bound makes the step stop when the actor's context ends.
 func (st *stepper) bound(ctx context.Context) {
 	if ctx != nil {
-		st.ctx, st.done = ctx, ctx.Done()
+		st.done = ctx.Done()
 	}
 }
 
@@ -153,7 +156,7 @@ func (st *stepper) stopped(ev Event) error {
 	}
 	select {
 	case <-st.done:
-		return fmt.Errorf("%w while handling '%s': %w", ErrStopped, ev.Type, context.Cause(st.ctx))
+		return fmt.Errorf("%w while handling '%s': %w", ErrStopped, ev.Type, context.Cause(st.actor.opts.Context))
 	default:
 		return nil
 	}
@@ -171,8 +174,14 @@ func (m *Machine) Initial(input any) (*Snapshot, []Effect, error) {
 	}
 	s, effects, err := m.initial(nil, input, rt)
 	materialize(effects)
-	sealStarts(m, rt, effects)
-	return seal(m, rt, s), effects, err
+	if serr := sealStarts(m, rt, effects); serr != nil && err == nil {
+		return m.failedStart(&Snapshot{Machine: m, Context: map[string]any{}}, serr), nil, serr
+	}
+	sealed, serr := seal(m, rt, s)
+	if serr != nil && err == nil {
+		return m.failedStart(&Snapshot{Machine: m, Context: map[string]any{}}, serr), nil, serr
+	}
+	return sealed, effects, err
 }
 
 func (m *Machine) initial(actor *Actor, input any, rt any) (*Snapshot, []Effect, error) {
@@ -262,8 +271,17 @@ func (m *Machine) Transition(s *Snapshot, ev Event) (*Snapshot, []Effect, error)
 	}
 	next, err := st.macrostep(s, ev)
 	materialize(st.effects)
-	sealStarts(m, st.rt, st.effects)
-	return seal(m, st.rt, next), st.effects, err
+	if err != nil {
+		return nil, st.effects, err
+	}
+	if err := sealStarts(m, st.rt, st.effects); err != nil {
+		return nil, st.effects, err
+	}
+	sealed, err := seal(m, st.rt, next)
+	if err != nil {
+		return nil, st.effects, err
+	}
+	return sealed, st.effects, nil
 }
 
 func (m *Machine) transition(actor *Actor, s *Snapshot, ev Event, rt any) (*Snapshot, []Effect, error) {

@@ -103,7 +103,7 @@ func (l *Loader) loadModule(file string, roots func(*goja.Runtime, *goja.Object)
 	if err != nil {
 		return nil, nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Msg: "cannot compile the bundled module: " + err.Error()}}}
 	}
-	mod := &jsModule{file: file, files: files, prog: prog, prelude: prelude, dog: l.watchdog(), roots: roots, plainObjects: locksObjects(files), console: l.Console}
+	mod := &jsModule{file: file, files: files, prog: prog, prelude: prelude, dog: l.watchdog(), limits: limitsFor(l.memory()), roots: roots, plainObjects: locksObjects(files), console: l.Console}
 	rt, described, err := mod.newRuntime()
 	if err != nil {
 		// The diagnostic names the file itself.

@@ -42,6 +42,7 @@ type jsModule struct {
 	prog    *goja.Program
 	prelude *goja.Program
 	dog     *watchdog // the Loader's, which bounds the calls' time and memory
+	limits  sandboxLimits
 	// roots finds, in a runtime's module exports, the values whose
 	// functions are numbered (the machine, or the implementations).
 	roots func(rt *goja.Runtime, exports *goja.Object) ([]goja.Value, error)
@@ -69,15 +70,15 @@ type jsRuntime struct {
 
 	// calls counts the top-level calls begun and ended: it is odd while
 	// one runs. The rest is the watchdog's, under the module's lock: the
-	// call it saw (seen) and since when, the live heap the call counts
-	// from (base), whether it interrupted the runtime, which is then not
+	// call it saw (seen) and since when, the heap the call counts from
+	// (base) and the collections completed then (gcs), whether it interrupted the runtime, which is then not
 	// used again, as one retired (dropped to free what its module
 	// variables hold); and the context of the step the runtime is lent
 	// for (nil when none).
 	calls       atomic.Uint64
 	seen        uint64
 	since       time.Time
-	base        uint64
+	base, gcs   uint64
 	interrupted bool
 	retired     bool
 	ctx         context.Context
@@ -124,6 +125,13 @@ type jsRuntime struct {
 	// signal and emitNoop are what promise creators get as signal and
 	// emit (promiseExtras).
 	signal, emitNoop goja.Value
+	// convErr is the first conversion of the step that could not be made
+	// (fromJS); Seal fails the step with it.
+	convErr error
+	// joining are the arrays whose join is in progress (a cycle joins as
+	// ""), and joined counts the elements the outermost one walked.
+	joining []*goja.Object
+	joined  int64
 }
 
 type idEntry struct {
@@ -205,18 +213,41 @@ type jsLazy struct {
 // and no one else has seen, and the Go values stand for the same values,
 // so the context's JavaScript object, if the step made one, stands for the
 // sealed context too.
-func (m *jsModule) Seal(_ any, v any) any {
+//
+// A value that cannot be converted (see convert) fails the step: that
+// error, or one a conversion earlier in the step met, is returned.
+func (m *jsModule) Seal(rt any, v any) (any, error) {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, e := range x {
 			if l, lazy := e.(*jsLazy); lazy {
 				x[k] = l.seal()
+				if err := l.rt.conversionError(); err != nil {
+					return v, err
+				}
 			}
 		}
 	case *jsLazy:
-		return x.seal()
+		g := x.seal()
+		if err := x.rt.conversionError(); err != nil {
+			return v, err
+		}
+		return g, nil
 	}
-	return v
+	if r, ok := rt.(*jsRuntime); ok {
+		if err := r.conversionError(); err != nil {
+			return v, err
+		}
+	}
+	return v, nil
+}
+
+// conversionError returns, and forgets, the error of a conversion of the
+// step that could not be made (fromJS), nil when none.
+func (rt *jsRuntime) conversionError() error {
+	err := rt.convErr
+	rt.convErr = nil
+	return err
 }
 
 // seal converts a lazy value to Go; the conversion is remembered, so the
@@ -315,7 +346,7 @@ func (m *jsModule) newRuntime() (*jsRuntime, []any, error) {
 	m.mu.Unlock()
 	var exports *goja.Object
 	err := rt.guard(func() error {
-		if err := installSpread(vm); err != nil {
+		if err := installSpread(vm, m.limits, (&sandbox{rt: rt, lim: m.limits}).tooMany); err != nil {
 			return err
 		}
 		if err := rt.installConsole(); err != nil {
@@ -325,6 +356,9 @@ func (m *jsModule) newRuntime() (*jsRuntime, []any, error) {
 			return err
 		}
 		if err := rt.installIntl(); err != nil {
+			return err
+		}
+		if err := rt.installLimits(); err != nil {
 			return err
 		}
 		if _, err := vm.RunProgram(m.prelude); err != nil {
@@ -356,6 +390,9 @@ func (m *jsModule) newRuntime() (*jsRuntime, []any, error) {
 	var out []any
 	for _, r := range roots {
 		v, err := w.walk(r, 0)
+		if err == nil {
+			err = rt.conversionError()
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", m.file, err)
 		}
@@ -631,60 +668,6 @@ func (rt *jsRuntime) newError(msg string) goja.Value {
 
 // undefinedValue stands for JavaScript's undefined among Go values.
 type undefinedValue struct{}
-
-// fromJS converts a JavaScript value to a JSON-like Go value, as
-// JSON.parse(JSON.stringify(v)) would (undefined and functions are
-// dropped from objects; NaN and Infinity become null).
-func (rt *jsRuntime) fromJS(v goja.Value) any {
-	return rt.fromJSDepth(v, 0)
-}
-
-func (rt *jsRuntime) fromJSDepth(v goja.Value, depth int) any {
-	if v == nil || goja.IsUndefined(v) || goja.IsNull(v) || depth > 200 {
-		return nil
-	}
-	o, isObj := v.(*goja.Object)
-	if !isObj {
-		return primitive(v)
-	}
-	if _, isFn := goja.AssertFunction(o); isFn {
-		return nil
-	}
-	switch o.ClassName() {
-	case "Array", "Object":
-		if toJSON := o.Get("toJSON"); toJSON == nil || goja.IsUndefined(toJSON) {
-			v := normalize(o.Export())
-			dropUndefined(o, v)
-			return v
-		}
-	case "Error":
-		m := map[string]any{}
-		if msg := o.Get("message"); msg != nil {
-			m["message"] = msg.String()
-		}
-		return m
-	}
-	if toJSON, ok := goja.AssertFunction(o.Get("toJSON")); ok {
-		if r, err := toJSON(o); err == nil {
-			return rt.fromJSDepth(r, depth+1)
-		}
-	}
-	keys := o.Keys()
-	m := make(map[string]any, len(keys))
-	for _, k := range keys {
-		e := o.Get(k)
-		if e == nil || goja.IsUndefined(e) {
-			continue
-		}
-		if eo, ok := e.(*goja.Object); ok {
-			if _, isFn := goja.AssertFunction(eo); isFn {
-				continue
-			}
-		}
-		m[k] = rt.fromJSDepth(e, depth+1)
-	}
-	return m
-}
 
 // primitive converts a value that is not an object as normalize(Export())
 // does, a number without the int64 Export makes of it.

@@ -28,7 +28,7 @@ var ErrMemory = errors.New("memory budget exceeded")
 // The watchdog's tick: how often it looks at the calls in progress while
 // JavaScript runs, and how long it waits without any before it stops.
 const (
-	maxTick      = 10 * time.Millisecond
+	maxTick      = 5 * time.Millisecond
 	watchdogIdle = time.Second
 )
 
@@ -39,6 +39,7 @@ const (
 const (
 	metricHeapObjects = "/memory/classes/heap/objects:bytes"
 	metricHeapLive    = "/gc/heap/live:bytes"
+	metricGCCycles    = "/gc/cycles/total:gc-cycles"
 )
 
 // watchdog bounds the JavaScript of a Loader's modules: while a call into
@@ -75,6 +76,8 @@ type watchdog struct {
 	// objects errs the other way, by the garbage not yet collected.)
 	samples     []metrics.Sample
 	prevObjects uint64
+	prevLive    uint64
+	prevGCs     uint64 // collections completed as of the previous tick
 	// idleBase is the lowest live heap seen; when the heap stays past it
 	// by more than the budget, the runtimes kept for reuse are dropped
 	// (module variables are per runtime, and could otherwise keep growing
@@ -92,7 +95,7 @@ func newWatchdog(timeout time.Duration, budget int64) *watchdog {
 		d.budget = uint64(budget)
 	}
 	d.tick = min(maxTick, max(time.Millisecond, timeout/10))
-	d.samples = []metrics.Sample{{Name: metricHeapObjects}, {Name: metricHeapLive}}
+	d.samples = []metrics.Sample{{Name: metricHeapObjects}, {Name: metricHeapLive}, {Name: metricGCCycles}}
 	return d
 }
 
@@ -119,7 +122,7 @@ func (m *jsModule) watch() {
 // run is the watchdog goroutine.
 func (d *watchdog) run() {
 	metrics.Read(d.samples)
-	d.prevObjects = d.samples[0].Value.Uint64()
+	d.prevObjects, d.prevLive, d.prevGCs = d.samples[0].Value.Uint64(), d.samples[1].Value.Uint64(), d.samples[2].Value.Uint64()
 	if live := d.samples[1].Value.Uint64(); d.idleBase == 0 || live < d.idleBase {
 		d.idleBase = live
 	}
@@ -134,10 +137,10 @@ func (d *watchdog) run() {
 		}
 		d.mu.Unlock()
 		metrics.Read(d.samples)
-		objects, live := d.samples[0].Value.Uint64(), d.samples[1].Value.Uint64()
+		h := heap{objects: d.samples[0].Value.Uint64(), live: d.samples[1].Value.Uint64(), gcs: d.samples[2].Value.Uint64()}
 		var heavy []*jsRuntime // calls past their budget by the cheap figure
 		for _, m := range mods {
-			busy := d.look(m, now, objects, &heavy)
+			busy := d.look(m, now, h, &heavy)
 			d.mu.Lock()
 			if busy {
 				d.mods[m] = now
@@ -146,11 +149,14 @@ func (d *watchdog) run() {
 			}
 			d.mu.Unlock()
 		}
-		if len(heavy) > 0 {
+		if len(heavy) > 0 && h.gcs == d.prevGCs {
+			// No collection since the last tick to tell: force one. (While
+			// a call allocates fast, collections come by themselves, and
+			// the next tick reads the live heap they found.)
 			d.confirm(heavy)
 		}
-		d.keepBounded(mods, objects, live)
-		d.prevObjects = objects
+		d.keepBounded(mods, h.objects, h.live)
+		d.prevObjects, d.prevLive, d.prevGCs = h.objects, h.live, h.gcs
 		d.mu.Lock()
 		if len(d.mods) == 0 {
 			d.running = false
@@ -161,11 +167,25 @@ func (d *watchdog) run() {
 	}
 }
 
+// callBase is the heap a call first seen now counts its growth from: the
+// heap's objects as of the previous tick, live and garbage, but no more
+// garbage than half the budget (after a call that took much, its garbage
+// would be counted as room for the next).
+func (d *watchdog) callBase() uint64 {
+	return min(d.prevObjects, d.prevLive+d.budget/2)
+}
+
+// heap is what a tick reads: the bytes of heap objects (live, and garbage
+// not yet collected), the live bytes the last collection found, and the
+// collections completed.
+type heap struct{ objects, live, gcs uint64 }
+
 // look examines m's calls in progress: it interrupts those past the time
-// limit and those whose step's context ended, and adds to heavy those
-// past their memory budget by the cheap figure. It reports whether a call
+// limit, those whose step's context ended, and those past their memory
+// budget by the live heap a collection found since they began; it adds to
+// heavy those past it by the cheap figure only. It reports whether a call
 // runs.
-func (d *watchdog) look(m *jsModule, now time.Time, objects uint64, heavy *[]*jsRuntime) bool {
+func (d *watchdog) look(m *jsModule, now time.Time, h heap, heavy *[]*jsRuntime) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	busy := false
@@ -177,7 +197,7 @@ func (d *watchdog) look(m *jsModule, now time.Time, objects uint64, heavy *[]*js
 		busy = true
 		if c != rt.seen {
 			// A call first seen: it began after the previous tick.
-			rt.seen, rt.since, rt.base = c, now, d.prevObjects
+			rt.seen, rt.since, rt.base, rt.gcs = c, now, d.callBase(), d.prevGCs
 			continue
 		}
 		switch {
@@ -186,7 +206,9 @@ func (d *watchdog) look(m *jsModule, now time.Time, objects uint64, heavy *[]*js
 			rt.interrupt(ErrInterrupted)
 		case rt.ctx != nil && rt.ctx.Err() != nil:
 			rt.interrupt(context.Cause(rt.ctx))
-		case d.budget > 0 && objects > rt.base+d.budget:
+		case d.budget > 0 && h.gcs > rt.gcs && h.live > rt.base+d.budget:
+			rt.interrupt(ErrMemory)
+		case d.budget > 0 && h.objects > rt.base+d.budget:
 			*heavy = append(*heavy, rt)
 		}
 	}
