@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -28,6 +26,11 @@ type Loader struct {
 	// Registry supplies Go implementations for names a machine's own code
 	// does not define (see Registry).
 	Registry *Registry
+	// Root is the folder machine files are read from (the machines
+	// folder): a module may import only files inside it, and a symbolic
+	// link is followed only to a file inside it. "" makes each file's own
+	// folder its root.
+	Root string
 	// Timeout bounds each call into JavaScript; DefaultTimeout when zero.
 	Timeout time.Duration
 	// Memory is the memory budget of the machines' JavaScript, in bytes:
@@ -88,22 +91,23 @@ func (l *Loader) preludeProgram() (*goja.Program, error) {
 	return l.prelude, l.err
 }
 
-// loadModule bundles and evaluates a module and returns it with its roots
-// described as Go values.
-func (l *Loader) loadModule(file string, roots func(*goja.Runtime, *goja.Object) ([]goja.Value, error)) (*jsModule, []any, error) {
-	code, files, diags := bundle(file)
+// loadModule bundles and evaluates a module, its files read in root, and
+// returns it with its roots described as Go values.
+func (l *Loader) loadModule(root *fileRoot, file string, roots func(*goja.Runtime, *goja.Object) ([]goja.Value, error)) (*jsModule, []any, error) {
+	b, diags := bundle(file, root)
 	if len(diags) > 0 {
 		return nil, nil, &LoadError{File: file, Diags: diags}
 	}
+	code, files := b.code, b.files
 	prelude, err := l.preludeProgram()
 	if err != nil {
 		return nil, nil, err
 	}
 	prog, err := goja.Compile(file, rewriteSpreads(code), false)
 	if err != nil {
-		return nil, nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Msg: "cannot compile the bundled module: " + err.Error()}}}
+		return nil, nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Msg: "cannot compile the bundled module: " + err.Error(), quotes: true}}}
 	}
-	mod := &jsModule{file: file, files: files, prog: prog, prelude: prelude, dog: l.watchdog(), limits: limitsFor(l.memory()), roots: roots, plainObjects: locksObjects(files), console: l.Console}
+	mod := &jsModule{file: file, files: files, prog: prog, prelude: prelude, dog: l.watchdog(), limits: limitsFor(l.memory()), roots: roots, plainObjects: b.locks, console: l.Console}
 	rt, described, err := mod.newRuntime()
 	if err != nil {
 		// The diagnostic names the file itself.
@@ -112,27 +116,6 @@ func (l *Loader) loadModule(file string, roots func(*goja.Runtime, *goja.Object)
 	}
 	mod.put(rt)
 	return mod, described, nil
-}
-
-// objectLocks matches code that may freeze or seal an object, or define
-// a property with attributes of its own (Object.create takes them too):
-// the dynamic objects that contexts and events are given as (see ctxObj)
-// refuse that, so a module with such code gets plain objects instead; and
-// only such code makes properties that are not enumerable (keysOf). The
-// match is on words, so a mention in a comment or a name errs on the safe
-// side.
-var objectLocks = regexp.MustCompile(`\b(freeze|seal|preventExtensions|defineProperty|defineProperties|create)\b`)
-
-// locksObjects reports whether any of a module's files may lock objects
-// (objectLocks); a file that cannot be read counts as one that may.
-func locksObjects(files []string) bool {
-	for _, f := range files {
-		src, err := os.ReadFile(f)
-		if err != nil || objectLocks.Match(src) {
-			return true
-		}
-	}
-	return false
 }
 
 func isMarker(v goja.Value, kind string) bool {
@@ -210,7 +193,15 @@ func pickImplementations(vm *goja.Runtime, exports *goja.Object) ([]goja.Value, 
 
 // LoadModule loads a JS or TS machine module.
 func (l *Loader) LoadModule(file string) (*interp.Machine, []Diagnostic, error) {
-	mod, roots, err := l.loadModule(file, pickMachine)
+	root, err := l.rootFor(file)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l.loadModuleIn(root, file)
+}
+
+func (l *Loader) loadModuleIn(root *fileRoot, file string) (*interp.Machine, []Diagnostic, error) {
+	mod, roots, err := l.loadModule(root, file, pickMachine)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -234,7 +225,15 @@ func (l *Loader) LoadModule(file string) (*interp.Machine, []Diagnostic, error) 
 // LoadImplementations loads a module whose default export is {guards,
 // actions, actors, delays}, to give a JSON machine (machine.provide()).
 func (l *Loader) LoadImplementations(file string) (interp.Implementations, error) {
-	mod, roots, err := l.loadModule(file, pickImplementations)
+	root, err := l.rootFor(file)
+	if err != nil {
+		return interp.Implementations{}, err
+	}
+	return l.loadImplementationsIn(root, file)
+}
+
+func (l *Loader) loadImplementationsIn(root *fileRoot, file string) (interp.Implementations, error) {
+	mod, roots, err := l.loadModule(root, file, pickImplementations)
 	if err != nil {
 		return interp.Implementations{}, err
 	}
