@@ -89,6 +89,9 @@ type LoadError struct {
 	File  string
 	Diags []Diagnostic // errors only
 	Err   error        // the error behind them, when there is one
+	// Machine is the id of the machine the file makes, when it was read
+	// that far (it compiled, but its implementations are missing).
+	Machine string
 }
 
 func (e *LoadError) Error() string {
