@@ -38,8 +38,9 @@ type Loader struct {
 	// interrupted once the Go heap has grown by more than this since it
 	// began, and the built-ins that make a string or an array in one step
 	// refuse to make one that could not fit in it (a RangeError).
-	// DefaultMemory when zero; negative: no budget (for tests of other
-	// things only).
+	// DefaultMemory when zero. Negative: calls have no budget (for tests
+	// of other things only); the built-ins keep the bounds of
+	// DefaultMemory.
 	Memory int64
 	// Console receives what machines' code writes with console.log and the
 	// like, as log records (log and info at level Info, warn at Warn,

@@ -71,10 +71,10 @@ type jsRuntime struct {
 	// calls counts the top-level calls begun and ended: it is odd while
 	// one runs. The rest is the watchdog's, under the module's lock: the
 	// call it saw (seen) and since when, the heap the call counts from
-	// (base) and the collections completed then (gcs), whether it interrupted the runtime, which is then not
-	// used again, as one retired (dropped to free what its module
-	// variables hold); and the context of the step the runtime is lent
-	// for (nil when none).
+	// (base) and the collections completed then (gcs); whether it
+	// interrupted the runtime, which is then not used again, nor one
+	// retired (dropped to free what its module variables hold); and the
+	// context of the step the runtime is lent for (nil when none).
 	calls       atomic.Uint64
 	seen        uint64
 	since       time.Time

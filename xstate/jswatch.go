@@ -32,10 +32,9 @@ const (
 	watchdogIdle = time.Second
 )
 
-// Heap figures the watchdog reads (runtime/metrics): the bytes of heap
-// objects now, live and dead not yet swept (cheap, read at every tick),
-// and the bytes the last collection found live (read after a collection
-// it forces to confirm).
+// Heap figures the watchdog reads (runtime/metrics), all cheap to read:
+// the bytes of heap objects now, live and dead not yet swept; the bytes
+// the last collection found live; and the collections completed.
 const (
 	metricHeapObjects = "/memory/classes/heap/objects:bytes"
 	metricHeapLive    = "/gc/heap/live:bytes"
@@ -51,14 +50,16 @@ const (
 //
 // The heap is the process's, not the call's: goja cannot say what one
 // runtime holds. So a call's budget counts the growth of the live heap
-// since the call began (from the heap's objects then, garbage included). At each tick the watchdog reads, cheaply, the
-// bytes of heap objects (live and garbage not yet collected); only when
-// that passes a call's start plus its budget does it force a collection
-// and read the live heap, and interrupt the calls that are past their
-// budget by that precise figure: ordinary garbage does not trip it. A call
-// that began later than another counts from later, so the call that keeps
-// allocating is the one interrupted. A runtime that was interrupted is not
-// used again (what it keeps in module variables goes with it).
+// since the call began. At each tick the watchdog reads, cheaply, the
+// bytes of heap objects (live, and garbage not yet collected) and the
+// live bytes the last collection found: a call is interrupted once a
+// collection since it began found the live heap past its start plus its
+// budget. When the cheap figure passes that mark and no collection came
+// since the last tick, the watchdog forces one: ordinary garbage does not
+// trip it. A call that began later than another counts from later, so the
+// call that keeps allocating is the one interrupted. A runtime that was
+// interrupted is not used again (what it keeps in module variables goes
+// with it).
 type watchdog struct {
 	timeout time.Duration
 	budget  uint64 // 0: none
@@ -83,9 +84,8 @@ type watchdog struct {
 	// (module variables are per runtime, and could otherwise keep growing
 	// a little at every call).
 	idleBase uint64
-	// purged counts such drops, for tests; remeasure is set after one,
-	// until idleBase is measured again.
-	purged    int
+	// remeasure is set once they are dropped, until idleBase is measured
+	// again.
 	remeasure bool
 }
 
@@ -281,7 +281,6 @@ func (d *watchdog) keepBounded(mods []*jsModule, objects, live uint64) {
 		m.idle = nil
 		m.mu.Unlock()
 	}
-	d.purged++
 	d.remeasure = true
 }
 
