@@ -1,7 +1,6 @@
 package interp
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -203,7 +202,10 @@ func (a *Actor) init() {
 	}
 	serr := sealStarts(a.m, rt, effects)
 	sealed, err2 := seal(a.m, rt, snap)
-	if serr = cmp.Or(serr, err2); serr != nil && err == nil {
+	if serr == nil {
+		serr = err2
+	}
+	if serr != nil && err == nil {
 		// What the step made cannot be kept: the actor fails to start.
 		err = serr
 		sealed = a.m.failedStart(&Snapshot{Machine: a.m, Context: map[string]any{}}, err)
@@ -342,7 +344,11 @@ func (a *Actor) Start() {
 	}
 	before := a.snap
 	a.update(a.snap, startOrder(effects), rt)
-	a.sealStep(before, rt)
+	if s, err := seal(a.m, rt, a.snap); err != nil {
+		a.sealFailed(before, err)
+	} else {
+		a.snap = s
+	}
 	a.releaseRuntime(own)
 	a.busy = false
 	if a.sync && a.snap.Status == StatusActive {
@@ -417,7 +423,11 @@ func (a *Actor) process(ev Event) {
 	before := a.snap
 	a.update(next, effects, rt)
 	if rt != nil {
-		a.sealStep(before, rt)
+		if s, err := seal(a.m, rt, a.snap); err != nil {
+			a.sealFailed(before, err)
+		} else {
+			a.snap = s
+		}
 	}
 	a.releaseRuntime(own)
 	if a.sync && a.snap.Status == StatusActive {
@@ -425,15 +435,11 @@ func (a *Actor) process(ev Event) {
 	}
 }
 
-// sealStep converts what the step's runtime left in the snapshot; when
-// that fails, the actor keeps the snapshot from before the step (before),
-// with status error, as for a step that fails.
-func (a *Actor) sealStep(before *Snapshot, rt any) {
-	s, err := seal(a.m, rt, a.snap)
-	if err == nil {
-		a.snap = s
-		return
-	}
+// sealFailed is what an actor does when what its step's runtime left in
+// the snapshot cannot be converted (seal's err): it keeps the snapshot
+// from before the step (before), with status error, as for a step that
+// fails.
+func (a *Actor) sealFailed(before *Snapshot, err error) {
 	active := a.snap.Status == StatusActive
 	a.snap = before.withStatus(StatusError, nil, err)
 	if active {

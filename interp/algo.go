@@ -136,26 +136,24 @@ type stepper struct {
 	// them may name a child its invokes are about to start (XState's
 	// deferredActorIds).
 	entering *StateNode
-	// done is the Done channel of the actor's context (nil when it never
-	// ends): the macrostep stops between microsteps once it is closed.
-	done <-chan struct{}
 }
 
-// bound makes the step stop when the actor's context ends.
-func (st *stepper) bound(ctx context.Context) {
-	if ctx != nil {
-		st.done = ctx.Done()
-	}
-}
-
-// stopped returns the error of a step whose context has ended, nil while
-// it may go on. It costs a check of a channel, between microsteps.
-func (st *stepper) stopped(ev Event) error {
-	if st.done == nil {
+// done returns the Done channel of the context of the step's actor, nil
+// when it has none: the macrostep stops between microsteps once it is
+// closed.
+func (st *stepper) done() <-chan struct{} {
+	if st.actor == nil || st.actor.opts.Context == nil {
 		return nil
 	}
+	return st.actor.opts.Context.Done()
+}
+
+// stopped returns the error of a step whose context has ended (done
+// closed), nil while it may go on. It costs a check of a channel, between
+// microsteps.
+func (st *stepper) stopped(done <-chan struct{}, ev Event) error {
 	select {
-	case <-st.done:
+	case <-done:
 		return fmt.Errorf("%w while handling '%s': %w", ErrStopped, ev.Type, context.Cause(st.actor.opts.Context))
 	default:
 		return nil
@@ -189,9 +187,6 @@ func (m *Machine) initial(actor *Actor, input any, rt any) (*Snapshot, []Effect,
 		return c.snap, c.effects, nil
 	}
 	st := &stepper{m: m, actor: actor, rt: rt}
-	if actor != nil {
-		st.bound(actor.opts.Context)
-	}
 	ev := Event{Type: EventInit}
 	if input != nil {
 		ev.Data = map[string]any{"input": input}
@@ -289,7 +284,6 @@ func (m *Machine) transition(actor *Actor, s *Snapshot, ev Event, rt any) (*Snap
 	// stepper escape, and an actor runs one step at a time.
 	st := &actor.st
 	*st = stepper{m: m, actor: actor, running: true, rt: rt, arena: actor.scratch, effects: actor.effects[:0], queue: actor.queue[:0]}
-	st.bound(actor.opts.Context)
 	next, err := st.macrostep(s, ev)
 	actor.effects = st.effects
 	actor.queue = st.queue[:0:cap(st.queue)]
@@ -300,8 +294,11 @@ func (m *Machine) transition(actor *Actor, s *Snapshot, ev Event, rt any) (*Snap
 func isErrorEvent(ev Event) bool { return strings.HasPrefix(ev.Type, "xstate.error.actor") }
 
 func (st *stepper) macrostep(s *Snapshot, ev Event) (*Snapshot, error) {
-	if err := st.stopped(ev); err != nil {
-		return nil, err
+	done := st.done()
+	if done != nil {
+		if err := st.stopped(done, ev); err != nil {
+			return nil, err
+		}
 	}
 	next := s
 	if ev.Type != EventInit {
@@ -322,8 +319,10 @@ func (st *stepper) macrostep(s *Snapshot, ev Event) (*Snapshot, error) {
 		if steps >= MaxMicrosteps {
 			return nil, fmt.Errorf("%w: more than %d microsteps for event '%s' (eventless transitions or raised events that never settle)", ErrLoop, MaxMicrosteps, ev.Type)
 		}
-		if err := st.stopped(ev); err != nil {
-			return nil, err
+		if done != nil { // a check a step without a context does not pay for
+			if err := st.stopped(done, ev); err != nil {
+				return nil, err
+			}
 		}
 		var ts []*Transition
 		var err error
