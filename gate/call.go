@@ -15,6 +15,7 @@ import (
 
 	"stategate/interp"
 	"stategate/store"
+	"stategate/xstate"
 )
 
 // maxSaveRetries bounds the retries of a call whose save found the
@@ -99,7 +100,7 @@ func (g *Gate) callEvent(ctx context.Context, t *Tool, handle string, args map[s
 			}
 			return refusal("REJECTED", why, m, handle, g.view(in)), nil
 		}
-		out := g.step(in, ev, nil)
+		out := g.step(ctx, in, ev, nil)
 		if out.crash != nil {
 			return errorResult("ERROR", fmt.Sprintf("ERROR: %s failed: %v (the instance keeps its state %s)", t.Name, out.crash, stateString(snap)),
 				map[string]any{"error": "ERROR", "message": out.crash.Error(), "state": snap.Value()}), nil
@@ -145,8 +146,9 @@ func (g *Gate) status(ctx context.Context, m *Machine, handle string) (*mcp.Call
 		sc["migrated"] = in.migrated
 	}
 	if lerr := g.loadError(m); lerr != nil {
-		sc["fileError"] = lerr.Error()
-		res.Content = append(res.Content, mcp.NewTextContent("The machine file has an error; its last good version is served: "+lerr.Error()))
+		public := xstate.PublicError(lerr) // never a line of the file
+		sc["fileError"] = public
+		res.Content = append(res.Content, mcp.NewTextContent("The machine file has an error; its last good version is served: "+public))
 	}
 	return res, nil
 }
@@ -165,7 +167,10 @@ func (g *Gate) reset(ctx context.Context, m *Machine, handle string) (*mcp.CallT
 	if !contains(before.tools, m.ResetTool) {
 		return refusal("FORBIDDEN", fmt.Sprintf("%s is allowed only once the workflow is done or failed; it is %s in state %s", m.ResetTool, snap.Status, stateString(snap)), m, handle, before), nil
 	}
-	fresh, timers := g.fresh(m)
+	fresh, timers, err := g.fresh(ctx, m)
+	if err != nil {
+		return errorResult("ERROR", "ERROR: "+err.Error(), nil), nil
+	}
 	saved, err := g.save(ctx, in, fresh, timers, &store.AuditEntry{Tool: m.ResetTool, Session: g.sessionNameOf(ctx)})
 	if err != nil {
 		return saveFailed(m.ResetTool, snap, err), nil

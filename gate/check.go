@@ -57,5 +57,24 @@ func Check(l *xstate.Loader, paths []string, handleKey string) (*xstate.Report, 
 		}
 		held.take(m, f)
 	}
+	// A file that fails for missing implementations, whose machine id an
+	// older file's machine has, is a copy: that is what to say (its
+	// implementations module is looked up by the copy's own name).
+	for i := range rep.Files {
+		r := &rep.Files[i]
+		if !r.Failed || !r.Found || r.Machine == nil {
+			continue
+		}
+		if first, taken := held.ids[r.Machine.ID]; taken && first != r.File {
+			var warns []xstate.Diagnostic
+			for _, d := range r.Diags {
+				if d.Warning {
+					warns = append(warns, d)
+				}
+			}
+			r.Diags = append(warns, xstate.Diagnostic{File: r.File, Msg: fmt.Sprintf("machine id %q is also the id of the machine of %s (older): a server serves that one; %s",
+				r.Machine.ID, first, copyHint(r.File))})
+		}
+	}
 	return rep, nil
 }

@@ -28,6 +28,12 @@ func TestCheck(t *testing.T) {
 		files: [][2]string{{"lamp.json", lamp}, {"a-copy.json", lamp}},
 		want:  map[string]string{"lamp.json": "ok", "a-copy.json": `machine id "lamp" is also the id of the machine of lamp.json (older)`},
 	}, {
+		name: "a copy of a JSON machine without its implementations",
+		files: [][2]string{{"inv.json", `{"id":"inv","initial":"x","states":{"x":{"on":{"GO":{"guard":"ready","target":"x"}}}}}`},
+			{"inv.impl.ts", `export default { guards: { ready: () => true } };`},
+			{"inv-copy.json", `{"id":"inv","initial":"x","states":{"x":{"on":{"GO":{"guard":"ready","target":"x"}}}}}`}},
+		want: map[string]string{"inv.json": "ok", "inv-copy.json": `machine id "inv" is also the id of the machine of inv.json (older): a server serves that one; a copy of a machine file needs an id of its own (and, for a JSON machine, its implementations beside it, as inv-copy.impl.ts)`},
+	}, {
 		name:  "machines without ids take their file names",
 		files: [][2]string{{"a.json", noID}, {"b.json", noID}},
 		want:  map[string]string{"a.json": "ok", "b.json": "ok"},

@@ -52,6 +52,10 @@ type Options struct {
 	SharedInstance string
 	// Name and Version are the server's, as MCP clients see them.
 	Name, Version string
+	// EventTimeout bounds the work of one event on an instance (a call's,
+	// a timer's, an instance's start), all the steps and the events its
+	// actors send one another included; DefaultEventTimeout when zero.
+	EventTimeout time.Duration
 }
 
 // Gate serves machines over MCP.
@@ -752,12 +756,18 @@ func (g *Gate) load(ctx context.Context, m *Machine, handle string) (*instance, 
 	rec, version, err := g.store.Load(ctx, key)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		snap, timers := g.fresh(m)
+		snap, timers, err := g.fresh(ctx, m)
+		if err != nil {
+			return nil, err
+		}
 		in = &instance{m: m, handle: handle, snap: snap, timers: timers}
 	case err == nil && rec.IsReset():
 		// Reset by an operator: it starts afresh, and its version goes
 		// on from the reset's.
-		snap, timers := g.fresh(m)
+		snap, timers, err := g.fresh(ctx, m)
+		if err != nil {
+			return nil, err
+		}
 		in = &instance{m: m, handle: handle, snap: snap, version: version, timers: timers}
 	case err != nil:
 		return nil, err
@@ -846,13 +856,19 @@ func (g *Gate) save(ctx context.Context, in *instance, snap *interp.Snapshot, ti
 }
 
 // fresh starts a new instance (its entry actions run) and returns its
-// snapshot and timers.
-func (g *Gate) fresh(m *Machine) (*interp.Snapshot, []store.Timer) {
-	a := interp.NewActor(m.M, interp.ActorOptions{ID: m.ID, Clock: newWallClock()})
+// snapshot and timers; an error when its start did not end within the
+// event deadline, or ctx ended first.
+func (g *Gate) fresh(ctx context.Context, m *Machine) (*interp.Snapshot, []store.Timer, error) {
+	ctx, cancel := g.eventContext(ctx)
+	defer cancel()
+	a := interp.NewActor(m.M, interp.ActorOptions{ID: m.ID, Clock: newWallClock(), Context: ctx})
 	a.Start()
 	snap, timers := detached(a), storedTimers(a.PendingTimers())
 	a.Stop()
-	return snap, timers
+	if err := snap.Err(); errors.Is(err, interp.ErrStopped) {
+		return nil, nil, fmt.Errorf("starting the %s workflow: %w", m.ID, err)
+	}
+	return snap, timers, nil
 }
 
 // detached is an actor's snapshot before it stops, with its children as
@@ -881,7 +897,12 @@ type stepOutcome struct {
 // clock (timers fire through the gate's scheduler, not the actor's). A
 // timer that fires (fired) is left out of them, and its event goes to the
 // actor of the instance it is for (a child's own timer, a delayed send).
-func (g *Gate) step(in *instance, ev interp.Event, fired *store.Timer) (out stepOutcome) {
+// The event's work is bounded by the event deadline and by ctx (a request
+// whose client went away): stopped, the snapshot has status error and an
+// error wrapping interp.ErrStopped, and the caller keeps the instance.
+func (g *Gate) step(ctx context.Context, in *instance, ev interp.Event, fired *store.Timer) (out stepOutcome) {
+	ctx, cancel := g.eventContext(ctx)
+	defer cancel()
 	defer func() {
 		if r := recover(); r != nil {
 			// A bug of the engine must not take the server down, nor
@@ -900,7 +921,7 @@ func (g *Gate) step(in *instance, ev interp.Event, fired *store.Timer) (out step
 		pending = append(pending, interp.PendingTimer{ID: t.ID, Event: e, Due: float64(t.Due.UnixMilli()), Path: t.Path, To: t.To})
 	}
 	a := interp.NewActor(in.m.M, interp.ActorOptions{
-		ID: in.m.ID, Snapshot: in.snap, Timers: pending, Clock: newWallClock(),
+		ID: in.m.ID, Snapshot: in.snap, Timers: pending, Clock: newWallClock(), Context: ctx,
 		OnEmit: func(e interp.Event) { out.emitted = append(out.emitted, e.Object()) },
 	})
 	a.Start()

@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"stategate/gate"
@@ -224,25 +223,6 @@ func TestHandleKeyClashIsALoadError(t *testing.T) {
 	if !slices.Equal(served, []string{"migration"}) {
 		t.Fatalf("served %v, want only migration", served)
 	}
-}
-
-// logBuffer collects a logger's lines; the gate logs from several
-// goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestMigrationLogNamesTheStates checks that the log of a migration names

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -101,7 +100,7 @@ func LoadMachine(l *xstate.Loader, file, defaultHandleKey string) (*Machine, []x
 		}
 	}
 	if len(missing) > 0 {
-		return nil, warns, &xstate.LoadError{File: file, Diags: missing}
+		return nil, warns, &xstate.LoadError{File: file, Diags: missing, Machine: m.ID}
 	}
 	gm, err := newMachine(m, file, defaultHandleKey)
 	if err != nil {
@@ -130,7 +129,7 @@ func listingVersion(m *Machine) string {
 func sourcesVersion(files []string) string {
 	h := sha256.New()
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		data, err := xstate.ReadFile(f) // never blocks (a FIFO put in its place)
 		if err != nil {
 			data = []byte("\x00missing\x00") // a file gone is a change
 		}

@@ -34,6 +34,15 @@ type Library struct {
 	mu     sync.Mutex
 	good   map[string]*Machine // by file
 	errors map[string]error    // by file
+	// warned is, by file, what the last warnings logged for it were
+	// about (its version and the warnings): they are logged once per
+	// version of the file. irregular are the files skipped for not being
+	// regular files, warned about once.
+	warned    map[string]string
+	irregular map[string]bool
+	// loaded is set once the folder was loaded a first time: machines
+	// added later are logged as such.
+	loaded bool
 	// helpers are the modules that export no machine (modules the
 	// machines import), by file, with their versions.
 	helpers map[string]string
@@ -41,9 +50,15 @@ type Library struct {
 	served map[string]*Machine
 }
 
-// NewLibrary makes a library of a folder served by a gate.
+// NewLibrary makes a library of a folder served by a gate. A Loader with
+// no Root gets the folder as its root: machine files read only files
+// inside it.
 func NewLibrary(g *Gate, l *xstate.Loader, dir, handleKey string) *Library {
-	return &Library{dir: dir, loader: l, handleKey: handleKey, g: g, good: map[string]*Machine{}, errors: map[string]error{}, helpers: map[string]string{}}
+	if l.Root == "" {
+		l.Root = dir
+	}
+	return &Library{dir: dir, loader: l, handleKey: handleKey, g: g, good: map[string]*Machine{}, errors: map[string]error{}, helpers: map[string]string{},
+		warned: map[string]string{}, irregular: map[string]bool{}}
 }
 
 // Errors returns the files that fail to load now, with their errors (a
@@ -64,11 +79,13 @@ func (lib *Library) Errors() map[string]error {
 // that fails keeps its last good version serving; a deleted file takes its
 // tools away. Sessions whose tool list changes are told.
 func (lib *Library) Reload() error {
-	files, err := machineFiles(lib.dir)
+	files, irregular, err := machineFiles(lib.dir)
 	if err != nil {
 		return err
 	}
 	lib.mu.Lock()
+	lib.skipIrregular(irregular)
+	before := maps.Clone(lib.errors) // errors are logged when they change
 	// First load what changed, then decide: a file that another machine
 	// imports (a JSON config a module builds its machine from, a helper)
 	// is part of that machine, not one of its own.
@@ -121,13 +138,10 @@ func (lib *Library) Reload() error {
 			continue
 		}
 		delete(lib.helpers, f)
-		for _, w := range r.warns {
-			lib.g.log.Warn(w.String())
+		if r.fresh {
+			lib.warnOnce(f, r.warns)
 		}
 		if r.err != nil {
-			if lib.errors[f] == nil || lib.errors[f].Error() != r.err.Error() {
-				lib.g.log.Error("machine file rejected; its last good version (if any) keeps serving", "file", f, "err", r.err)
-			}
 			lib.errors[f] = r.err
 			continue
 		}
@@ -153,7 +167,26 @@ func (lib *Library) Reload() error {
 			delete(lib.helpers, f)
 		}
 	}
+	for f := range lib.warned {
+		if !present[f] {
+			delete(lib.warned, f)
+		}
+	}
 	ms := lib.withoutClashes()
+	lib.copies(ms)
+	for f, err := range lib.errors {
+		if before[f] == nil || before[f].Error() != err.Error() {
+			lib.g.log.Error("machine file rejected; its last good version (if any) keeps serving", "file", f, "err", err)
+		}
+	}
+	if lib.loaded {
+		for _, m := range ms {
+			if lib.served[m.File] == nil {
+				lib.g.log.Info("machine added", "machine", m.ID, "file", m.File, "tools", len(m.Tools)+2, "version", m.Version)
+			}
+		}
+	}
+	lib.loaded = true
 	lib.mu.Unlock()
 	lib.g.setErrors(lib.Errors())
 	if err := lib.g.SetMachines(ms); err != nil {
@@ -194,7 +227,7 @@ func (lib *Library) withoutClashes() []*Machine {
 	clash := func(m *Machine) error {
 		switch kind, name, f := held.taken(m); kind {
 		case "id":
-			return fmt.Errorf("%w: machine id %q is already served from %s", ErrToolClash, name, f)
+			return fmt.Errorf("%w: %s", ErrToolClash, copyMessage(m.File, name, f))
 		case "tool":
 			return fmt.Errorf("%w: tool %s is already served from %s", ErrToolClash, name, f)
 		}
@@ -204,9 +237,6 @@ func (lib *Library) withoutClashes() []*Machine {
 	for _, f := range files {
 		m := lib.good[f]
 		if err := clash(m); err != nil {
-			if lib.errors[f] == nil || lib.errors[f].Error() != err.Error() {
-				lib.g.log.Error("machine file rejected; its last good version (if any) keeps serving", "file", f, "err", err)
-			}
 			lib.errors[f] = err
 			if prev := lib.served[f]; prev != nil && prev != m && clash(prev) == nil {
 				m = prev
@@ -346,20 +376,105 @@ func (lib *Library) Watch(ctx context.Context) error {
 	}
 }
 
-func machineFiles(dir string) ([]string, error) {
-	var files []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+// machineFiles lists the machine files of a folder and its subfolders:
+// regular files, and links to regular files (whether they lead inside the
+// folder is the loader's to say); irregular are those of machine files'
+// names that are not (a FIFO, a device, a socket), which are never read.
+func machineFiles(dir string) (files, irregular []string, err error) {
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if d.IsDir() && path != dir && strings.HasPrefix(d.Name(), ".") {
 			return filepath.SkipDir
 		}
-		if !d.IsDir() && xstate.IsMachineFile(path) {
+		if d.IsDir() || !xstate.IsMachineFile(path) {
+			return nil
+		}
+		mode := d.Type()
+		if mode&fs.ModeSymlink != 0 {
+			if info, err := os.Stat(path); err == nil { // follows the link; opens nothing
+				mode = info.Mode().Type()
+			}
+		}
+		if mode.IsRegular() {
 			files = append(files, path)
+		} else if mode&fs.ModeSymlink == 0 {
+			irregular = append(irregular, path) // a link that leads nowhere is as a missing file
 		}
 		return nil
 	})
 	sort.Strings(files)
-	return files, err
+	return files, irregular, err
+}
+
+// skipIrregular warns, once, of the files of machine files' names that
+// are not regular files (under lib.mu).
+func (lib *Library) skipIrregular(files []string) {
+	now := map[string]bool{}
+	for _, f := range files {
+		now[f] = true
+		if !lib.irregular[f] {
+			lib.g.log.Warn("not a regular file (a FIFO, a device or a socket): skipped; machine files are regular files", "file", f)
+		}
+	}
+	lib.irregular = now
+}
+
+// warnOnce logs a file's warnings, once per version of the file (and of
+// what it warns about): a file rejected again at every reload does not
+// log them again (under lib.mu).
+func (lib *Library) warnOnce(f string, warns []xstate.Diagnostic) {
+	if len(warns) == 0 {
+		delete(lib.warned, f)
+		return
+	}
+	var key strings.Builder
+	key.WriteString(fileVersion(f))
+	for _, w := range warns {
+		key.WriteString("\n" + w.String())
+	}
+	if lib.warned[f] == key.String() {
+		return
+	}
+	lib.warned[f] = key.String()
+	for _, w := range warns {
+		lib.g.log.Warn(w.String())
+	}
+}
+
+// copies gives a file rejected for missing implementations whose machine
+// id a served machine of another file has (a copy of a JSON machine,
+// whose implementations module is looked up by the copy's name) the error
+// that tells: the id is taken (under lib.mu).
+func (lib *Library) copies(served []*Machine) {
+	byID := map[string]*Machine{}
+	for _, m := range served {
+		byID[m.ID] = m
+	}
+	for f, err := range lib.errors {
+		var le *xstate.LoadError
+		if !errors.As(err, &le) || le.Machine == "" {
+			continue
+		}
+		if m := byID[le.Machine]; m != nil && m.File != f {
+			lib.errors[f] = fmt.Errorf("%w: %s", ErrToolClash, copyMessage(f, le.Machine, m.File))
+		}
+	}
+}
+
+// copyMessage says why a file whose machine has the id of another file's
+// is rejected, and how to make it a machine of its own.
+func copyMessage(file, id, other string) string {
+	return fmt.Sprintf("machine id %q is already served from %s: %s", id, other, copyHint(file))
+}
+
+// copyHint says how a copy of a machine file becomes a machine of its own.
+func copyHint(file string) string {
+	hint := "a copy of a machine file needs an id of its own"
+	if strings.EqualFold(filepath.Ext(file), ".json") {
+		stem := strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
+		hint += fmt.Sprintf(" (and, for a JSON machine, its implementations beside it, as %s.impl.ts)", stem)
+	}
+	return hint
 }

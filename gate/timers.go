@@ -159,7 +159,7 @@ func (g *Gate) fireTimer(ctx context.Context, k store.Key, t store.Timer) {
 		return
 	}
 	ev, _ := interp.EventFromObject(current.Event)
-	out := g.step(in, ev, current)
+	out := g.step(ctx, in, ev, current)
 	if out.crash != nil {
 		// Dropped, so that it does not fire (and fail) again and again.
 		out = stepOutcome{snap: in.snap, timers: withoutTimer(in.timers, *current)}

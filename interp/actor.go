@@ -1,6 +1,7 @@
 package interp
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -93,6 +94,13 @@ type ActorOptions struct {
 	// whose loop never yields to the microtasks that would deliver a
 	// promise's outcome; a run that should behave as XState leaves it off.
 	HoldPromises bool
+	// Context bounds the actor's work (its children's too): once it ends,
+	// a macrostep in progress stops between microsteps, and a Host that is
+	// a ContextHost stops the code it runs, so the step fails with an
+	// error wrapping ErrStopped and the context's cause. The actor then
+	// keeps the snapshot from before the event, with status error, as for
+	// ErrLoop. nil never ends.
+	Context context.Context
 }
 
 // PendingTimer is a delayed event not yet delivered to the actor itself,
@@ -116,29 +124,44 @@ type Host interface {
 	Acquire() (rt any, release func())
 }
 
+// ContextHost is a Host that can stop the code it runs: an actor with a
+// Context (ActorOptions.Context) acquires its runtimes with it, and the
+// Host interrupts a call in progress once ctx ends (the call then fails
+// with an error wrapping the context's cause).
+type ContextHost interface {
+	Host
+	AcquireContext(ctx context.Context) (rt any, release func())
+}
+
 // Sealer is a Host whose code may leave values in a context (or params, or
 // a child's input) that belong to the runtime (so that they need not be
 // converted between steps of one macrostep). Seal converts them to plain
 // Go values; it is called with the runtime before it is released, at the
 // end of every step, for the context and params of a custom action and the
 // input of a child started past the step, and for a child machine's input.
+// An error says that the step's code made a value that cannot be one (too
+// large, nested too deep, cyclic): the step fails with it.
 type Sealer interface {
-	Seal(rt any, v any) any
+	Seal(rt any, v any) (any, error)
 }
 
-// seal converts what the step's runtime left in a snapshot's context.
-func seal(m *Machine, rt any, s *Snapshot) *Snapshot {
+// seal converts what the step's runtime left in a snapshot's context; on
+// an error it returns s as it is.
+func seal(m *Machine, rt any, s *Snapshot) (*Snapshot, error) {
 	sealer, ok := m.Impl.Host.(Sealer)
 	if !ok || s == nil || s.Context == nil {
-		return s
+		return s, nil
 	}
-	ctx := sealer.Seal(rt, s.Context)
+	ctx, err := sealer.Seal(rt, s.Context)
+	if err != nil {
+		return s, err
+	}
 	if sameValue(ctx, s.Context) {
-		return s
+		return s, nil
 	}
 	c := s.clone()
 	c.Context = ctx
-	return c
+	return c, nil
 }
 
 // NewActor creates an actor and computes its initial snapshot (an error in
@@ -177,8 +200,17 @@ func (a *Actor) init() {
 	} else {
 		dropLazy(effects)
 	}
-	sealStarts(a.m, rt, effects)
-	snap = seal(a.m, rt, snap)
+	serr := sealStarts(a.m, rt, effects)
+	sealed, err2 := seal(a.m, rt, snap)
+	if serr == nil {
+		serr = err2
+	}
+	if serr != nil && err == nil {
+		// What the step made cannot be kept: the actor fails to start.
+		err = serr
+		sealed = a.m.failedStart(&Snapshot{Machine: a.m, Context: map[string]any{}}, err)
+	}
+	snap = sealed
 	a.releaseRuntime(own)
 	if err != nil {
 		effects = nil // XState runs none of a failed start's actions
@@ -195,6 +227,7 @@ func newChild(parent *Actor, id string, logic ActorLogic, input any, sync bool) 
 		c.clock = parent.clock
 		c.opts.OnLog = parent.opts.OnLog
 		c.opts.HoldPromises = parent.opts.HoldPromises
+		c.opts.Context = parent.opts.Context
 	} else {
 		c.clock = NewSimClock()
 	}
@@ -227,7 +260,11 @@ func (a *Actor) acquire() (any, bool) {
 	if rt := a.HeldRuntime(h); rt != nil {
 		return rt, false
 	}
-	a.held, a.release = h.Acquire()
+	if ch, ok := h.(ContextHost); ok && a.opts.Context != nil {
+		a.held, a.release = ch.AcquireContext(a.opts.Context)
+	} else {
+		a.held, a.release = h.Acquire()
+	}
 	return a.held, true
 }
 
@@ -305,8 +342,13 @@ func (a *Actor) Start() {
 			}
 		}
 	}
+	before := a.snap
 	a.update(a.snap, startOrder(effects), rt)
-	a.snap = seal(a.m, rt, a.snap)
+	if s, err := seal(a.m, rt, a.snap); err != nil {
+		a.sealFailed(before, err)
+	} else {
+		a.snap = s
+	}
 	a.releaseRuntime(own)
 	a.busy = false
 	if a.sync && a.snap.Status == StatusActive {
@@ -378,13 +420,30 @@ func (a *Actor) process(ev Event) {
 		a.finish()
 		return
 	}
+	before := a.snap
 	a.update(next, effects, rt)
 	if rt != nil {
-		a.snap = seal(a.m, rt, a.snap)
+		if s, err := seal(a.m, rt, a.snap); err != nil {
+			a.sealFailed(before, err)
+		} else {
+			a.snap = s
+		}
 	}
 	a.releaseRuntime(own)
 	if a.sync && a.snap.Status == StatusActive {
 		a.sendSnapshot()
+	}
+}
+
+// sealFailed is what an actor does when what its step's runtime left in
+// the snapshot cannot be converted (seal's err): it keeps the snapshot
+// from before the step (before), with status error, as for a step that
+// fails.
+func (a *Actor) sealFailed(before *Snapshot, err error) {
+	active := a.snap.Status == StatusActive
+	a.snap = before.withStatus(StatusError, nil, err)
+	if active {
+		a.finish()
 	}
 }
 

@@ -1,6 +1,7 @@
 package interp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -18,6 +19,12 @@ const MaxMicrosteps = 100_000
 
 // ErrLoop is the error of a macrostep that does not settle.
 var ErrLoop = errors.New("infinite loop")
+
+// ErrStopped is wrapped by the error of a macrostep stopped because the
+// actor's context (ActorOptions.Context) ended before it settled; the
+// error wraps the context's cause too (context.DeadlineExceeded,
+// context.Canceled, or the cause given to the context).
+var ErrStopped = errors.New("stopped")
 
 // EventInit is the type of the event that starts an actor.
 const EventInit = "xstate.init"
@@ -81,16 +88,21 @@ func dropLazy(effects []Effect) {
 // sealStarts converts what the step's runtime left in the input of the
 // children that effects start, for effects carried out once the runtime
 // is released.
-func sealStarts(m *Machine, rt any, effects []Effect) {
+func sealStarts(m *Machine, rt any, effects []Effect) error {
 	sealer, ok := m.Impl.Host.(Sealer)
 	if !ok {
-		return
+		return nil
 	}
 	for _, e := range effects {
 		if e.Kind == EffectStart && e.To != nil && e.To.input != nil {
-			e.To.input = sealer.Seal(rt, e.To.input)
+			in, err := sealer.Seal(rt, e.To.input)
+			if err != nil {
+				return err
+			}
+			e.To.input = in
 		}
 	}
+	return nil
 }
 
 // materialize makes the data of the lazy emitted events of effects that
@@ -126,6 +138,28 @@ type stepper struct {
 	entering *StateNode
 }
 
+// done returns the Done channel of the context of the step's actor, nil
+// when it has none: the macrostep stops between microsteps once it is
+// closed.
+func (st *stepper) done() <-chan struct{} {
+	if st.actor == nil || st.actor.opts.Context == nil {
+		return nil
+	}
+	return st.actor.opts.Context.Done()
+}
+
+// stopped returns the error of a step whose context has ended (done
+// closed), nil while it may go on. It costs a check of a channel, between
+// microsteps.
+func (st *stepper) stopped(done <-chan struct{}, ev Event) error {
+	select {
+	case <-done:
+		return fmt.Errorf("%w while handling '%s': %w", ErrStopped, ev.Type, context.Cause(st.actor.opts.Context))
+	default:
+		return nil
+	}
+}
+
 // Initial computes the initial snapshot for an input, as XState's
 // getInitialSnapshot: custom actions are not run but returned as effects,
 // to run once the actor starts.
@@ -138,8 +172,14 @@ func (m *Machine) Initial(input any) (*Snapshot, []Effect, error) {
 	}
 	s, effects, err := m.initial(nil, input, rt)
 	materialize(effects)
-	sealStarts(m, rt, effects)
-	return seal(m, rt, s), effects, err
+	if serr := sealStarts(m, rt, effects); serr != nil && err == nil {
+		return m.failedStart(&Snapshot{Machine: m, Context: map[string]any{}}, serr), nil, serr
+	}
+	sealed, serr := seal(m, rt, s)
+	if serr != nil && err == nil {
+		return m.failedStart(&Snapshot{Machine: m, Context: map[string]any{}}, serr), nil, serr
+	}
+	return sealed, effects, err
 }
 
 func (m *Machine) initial(actor *Actor, input any, rt any) (*Snapshot, []Effect, error) {
@@ -226,8 +266,17 @@ func (m *Machine) Transition(s *Snapshot, ev Event) (*Snapshot, []Effect, error)
 	}
 	next, err := st.macrostep(s, ev)
 	materialize(st.effects)
-	sealStarts(m, st.rt, st.effects)
-	return seal(m, st.rt, next), st.effects, err
+	if err != nil {
+		return nil, st.effects, err
+	}
+	if err := sealStarts(m, st.rt, st.effects); err != nil {
+		return nil, st.effects, err
+	}
+	sealed, err := seal(m, st.rt, next)
+	if err != nil {
+		return nil, st.effects, err
+	}
+	return sealed, st.effects, nil
 }
 
 func (m *Machine) transition(actor *Actor, s *Snapshot, ev Event, rt any) (*Snapshot, []Effect, error) {
@@ -245,6 +294,12 @@ func (m *Machine) transition(actor *Actor, s *Snapshot, ev Event, rt any) (*Snap
 func isErrorEvent(ev Event) bool { return strings.HasPrefix(ev.Type, "xstate.error.actor") }
 
 func (st *stepper) macrostep(s *Snapshot, ev Event) (*Snapshot, error) {
+	done := st.done()
+	if done != nil {
+		if err := st.stopped(done, ev); err != nil {
+			return nil, err
+		}
+	}
 	next := s
 	if ev.Type != EventInit {
 		ts, err := st.selectTransitions(next, ev)
@@ -263,6 +318,11 @@ func (st *stepper) macrostep(s *Snapshot, ev Event) (*Snapshot, error) {
 	for steps := 0; next.Status == StatusActive; steps++ {
 		if steps >= MaxMicrosteps {
 			return nil, fmt.Errorf("%w: more than %d microsteps for event '%s' (eventless transitions or raised events that never settle)", ErrLoop, MaxMicrosteps, ev.Type)
+		}
+		if done != nil { // a check a step without a context does not pay for
+			if err := st.stopped(done, ev); err != nil {
+				return nil, err
+			}
 		}
 		var ts []*Transition
 		var err error

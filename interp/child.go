@@ -177,7 +177,10 @@ func (st *stepper) makeChild(logic ActorLogic, src, id string, input any, sync b
 		// A child machine's input goes into Go values (its init event),
 		// which Go code may read.
 		if sealer, ok := st.m.Impl.Host.(Sealer); ok {
-			input = sealer.Seal(st.rt, input)
+			var err error
+			if input, err = sealer.Seal(st.rt, input); err != nil {
+				return nil, err
+			}
 		}
 	}
 	c := newChild(st.actor, id, logic, input, sync)

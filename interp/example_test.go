@@ -1,8 +1,11 @@
 package interp_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
 	"stategate/interp"
 	"stategate/xstate"
@@ -97,4 +100,29 @@ func ExampleMachine_Transition() {
 	// red
 	// in 5000 ms: xstate.after.5000.light.red
 	// red
+}
+
+// ExampleActorOptions_context bounds an actor's work with a context: a
+// step that does not settle before it ends stops, the actor keeping its
+// state from before the event.
+func ExampleActorOptions_context() {
+	m, _, _ := xstate.ParseJSON("poll.json", []byte(`{"id": "poll", "initial": "idle", "states": {
+	  "idle": { "on": { "GO": "check" } },
+	  "check": { "always": { "guard": "notYet", "target": "wait" } },
+	  "wait": { "always": { "guard": "notYet", "target": "check" } } }}`))
+	m = m.Provide(interp.Implementations{Guards: map[string]interp.Guard{
+		"notYet": &interp.FuncGuard{Name: "notYet", Fn: func(interp.Args, any) (bool, error) {
+			time.Sleep(time.Millisecond) // a slow guard
+			return true, nil
+		}},
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	a := interp.NewActor(m, interp.ActorOptions{Context: ctx})
+	a.Start()
+	a.Send(interp.Event{Type: "GO"})
+	s := a.Snapshot()
+	fmt.Println(s.Status, s.Value(), errors.Is(s.Err(), interp.ErrStopped), errors.Is(s.Err(), context.DeadlineExceeded))
+	// Output:
+	// error idle true true
 }

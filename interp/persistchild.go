@@ -128,6 +128,7 @@ func (a *Actor) restoreChild(id string, pc PersistedChild) *Actor {
 	c := &Actor{ID: id, parent: a, sync: pc.SyncSnapshot, src: pc.Src, clock: a.clock}
 	c.opts.OnLog = a.opts.OnLog
 	c.opts.HoldPromises = a.opts.HoldPromises
+	c.opts.Context = a.opts.Context
 	if l, ok := logic.(*MachineLogic); ok {
 		var p Persisted
 		if err := json.Unmarshal(pc.Snapshot, &p); err != nil {

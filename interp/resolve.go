@@ -1,6 +1,7 @@
 package interp
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -73,7 +74,12 @@ func (st *stepper) resolveAction(s *Snapshot, ev Event, a Action, params any) (*
 		}
 		if sealer, ok := st.m.Impl.Host.(Sealer); ok {
 			// The action runs after the step, maybe in another runtime.
-			args.Context, params = sealer.Seal(st.rt, args.Context), sealer.Seal(st.rt, params)
+			var err, perr error
+			args.Context, err = sealer.Seal(st.rt, args.Context)
+			params, perr = sealer.Seal(st.rt, params)
+			if err = cmp.Or(err, perr); err != nil {
+				return nil, err
+			}
 		}
 		st.effects = append(st.effects, Effect{Kind: EffectExec, exec: func() error { return a.Fn(args, params) }})
 	case *AssignAction:

@@ -2,9 +2,11 @@ package xstate
 
 import (
 	_ "embed"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -17,35 +19,80 @@ var shimSource string
 // bundleGlobal is the global the bundled module's exports are put in.
 const bundleGlobal = "__sgModule"
 
-// bundle bundles a machine or implementations module and its relative
-// imports into one script for goja, with types stripped and 'xstate'
-// resolved to stategate's shim. It also returns the files it read.
-func bundle(file string) (code string, files []string, diags []Diagnostic) {
-	var rejected []Diagnostic
+// bundled is a module bundled for goja.
+type bundled struct {
+	code  string
+	files []string // the files read (absolute paths)
+	// locks is set when a file's code may lock objects (objectLocks).
+	locks bool
+}
+
+// Extensions a module may import without naming them, in the order they
+// are tried (as esbuild's), and the loader of each file a module may
+// import.
+var (
+	resolveExts = []string{".ts", ".mts", ".cts", ".js", ".mjs", ".cjs", ".json"}
+	loaders     = map[string]api.Loader{
+		".ts": api.LoaderTS, ".mts": api.LoaderTS, ".cts": api.LoaderTS,
+		".js": api.LoaderJS, ".mjs": api.LoaderJS, ".cjs": api.LoaderJS,
+		".json": api.LoaderJSON,
+	}
+	// A TypeScript import may name the .js its file compiles to.
+	tsExts = map[string][]string{".js": {".ts"}, ".mjs": {".mts"}, ".cjs": {".cts"}}
+)
+
+// tsconfig makes TypeScript keep every import that is not `import type`,
+// used or not (as TypeScript's verbatimModuleSyntax): an import of a
+// package or a Node built-in then fails even when the module never uses
+// it, as one it uses does. It also keeps esbuild from reading a
+// tsconfig.json of its own.
+const tsconfig = `{"compilerOptions": {"verbatimModuleSyntax": true}}`
+
+// bundle bundles a machine or implementations module and its imports into
+// one script for goja, with types stripped and 'xstate' resolved to
+// stategate's shim. Every file is read by the plugin, through root
+// (ReadFile's rules, and only files inside the root): esbuild reads none
+// itself. It also returns the files it read.
+func bundle(file string, root *fileRoot) (*bundled, []Diagnostic) {
+	out := &bundled{}
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, []Diagnostic{{File: file, Msg: err.Error()}}
+	}
 	plugin := api.Plugin{
 		Name: "stategate",
 		Setup: func(b api.PluginBuild) {
 			// 'xstate/actions', 'xstate/actors' and 'xstate/guards' export
-			// parts of the same API; the shim has them all.
+			// parts of the same API; the shim has them all. It is loaded as
+			// TypeScript: a name it lacks, imported as a value though it is
+			// a type (ActorRefFrom), is then not an error.
 			b.OnResolve(api.OnResolveOptions{Filter: `^xstate(/(actions|actors|guards))?$`}, func(args api.OnResolveArgs) (api.OnResolveResult, error) {
 				return api.OnResolveResult{Path: "xstate", Namespace: "stategate-xstate"}, nil
 			})
 			b.OnLoad(api.OnLoadOptions{Filter: `.*`, Namespace: "stategate-xstate"}, func(api.OnLoadArgs) (api.OnLoadResult, error) {
-				return api.OnLoadResult{Contents: &shimSource, Loader: api.LoaderJS}, nil
+				return api.OnLoadResult{Contents: &shimSource, Loader: api.LoaderTS}, nil
 			})
-			// Anything that is not 'xstate' or a path (a package, a Node
-			// built-in) cannot be imported: the machine runs in a sandbox.
-			b.OnResolve(api.OnResolveOptions{Filter: `^[^./]`}, func(args api.OnResolveArgs) (api.OnResolveResult, error) {
-				if filepath.IsAbs(args.Path) {
-					return api.OnResolveResult{}, nil
+			b.OnResolve(api.OnResolveOptions{Filter: `.*`}, func(args api.OnResolveArgs) (api.OnResolveResult, error) {
+				return resolveImport(root, args)
+			})
+			b.OnLoad(api.OnLoadOptions{Filter: `.*`, Namespace: "file"}, func(args api.OnLoadArgs) (api.OnLoadResult, error) {
+				ext := strings.ToLower(filepath.Ext(args.Path))
+				loader, ok := loaders[ext]
+				if !ok {
+					return api.OnLoadResult{}, fmt.Errorf("cannot import %s: a machine module may import only its own modules and JSON files (%s)", args.Path, strings.Join(resolveExts, ", "))
 				}
-				return api.OnResolveResult{}, fmt.Errorf("cannot import %q: a machine module may import only 'xstate' and its own files (relative paths)", args.Path)
+				data, err := root.read(args.Path)
+				if err != nil {
+					return api.OnLoadResult{}, err
+				}
+				if err := checkNesting(data); err != nil {
+					return api.OnLoadResult{}, err
+				}
+				out.locks = out.locks || objectLocks.Match(data)
+				src := string(data)
+				return api.OnLoadResult{Contents: &src, Loader: loader, ResolveDir: filepath.Dir(args.Path)}, nil
 			})
 		},
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", nil, []Diagnostic{{File: file, Msg: err.Error()}}
 	}
 	res := api.Build(api.BuildOptions{
 		AbsWorkingDir: wd,
@@ -60,27 +107,97 @@ func bundle(file string) (code string, files []string, diags []Diagnostic) {
 		LogLevel:      api.LogLevelSilent,
 		Metafile:      true,
 		Sourcemap:     api.SourceMapInline,
+		TsconfigRaw:   tsconfig,
 		Plugins:       []api.Plugin{plugin},
 	})
+	var rejected []Diagnostic
 	for _, m := range res.Errors {
 		d := Diagnostic{File: file, Msg: m.Text}
 		if m.Location != nil {
 			d.File = locationFile(wd, file, m.Location.File)
 			d.Line = m.Location.Line
-			if m.Location.LineText != "" {
-				d.Msg = fmt.Sprintf("%s (column %d: %s)", m.Text, m.Location.Column+1, strings.TrimSpace(m.Location.LineText))
-			}
+			d.Column = m.Location.Column + 1
+			d.Source = strings.TrimSpace(m.Location.LineText)
+		}
+		if m.PluginName == "" {
+			// esbuild's own words may quote the file ("Expected ; but
+			// found ..."): not for clients (see Diagnostic.Public).
+			d.quotes = true
 		}
 		rejected = append(rejected, d)
 	}
 	if len(rejected) > 0 {
-		return "", nil, rejected
+		return nil, rejected
 	}
 	if len(res.OutputFiles) == 0 {
-		return "", nil, []Diagnostic{{File: file, Msg: "esbuild produced no output"}}
+		return nil, []Diagnostic{{File: file, Msg: "esbuild produced no output"}}
 	}
-	return string(res.OutputFiles[0].Contents), metaInputs(wd, res.Metafile), nil
+	out.code = string(res.OutputFiles[0].Contents)
+	out.files = metaInputs(wd, res.Metafile)
+	return out, nil
 }
+
+// resolveImport resolves a module's import (or the entry point): 'xstate'
+// is the shim (resolved before); a package or a Node built-in is refused;
+// a path is a file inside the root, found as esbuild finds one (the path,
+// with an extension added, a TypeScript file for a .js, an index file).
+func resolveImport(root *fileRoot, args api.OnResolveArgs) (api.OnResolveResult, error) {
+	p := args.Path
+	if !filepath.IsAbs(p) && !strings.HasPrefix(p, "./") && !strings.HasPrefix(p, "../") && p != "." && p != ".." {
+		msg := fmt.Sprintf("cannot import %q: a machine module may import only 'xstate' and its own files (relative paths): it runs in a sandbox with no packages and no I/O", p)
+		if isTypeScript(args.Importer) {
+			msg += "; an import used only for its types should be `import type`"
+		}
+		return api.OnResolveResult{}, errors.New(msg)
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(args.ResolveDir, p)
+	}
+	p = filepath.Clean(p)
+	var candidates []string
+	candidates = append(candidates, p)
+	for _, ext := range resolveExts {
+		candidates = append(candidates, p+ext)
+	}
+	for _, ext := range tsExts[strings.ToLower(filepath.Ext(p))] {
+		candidates = append(candidates, strings.TrimSuffix(p, filepath.Ext(p))+ext)
+	}
+	for _, ext := range resolveExts {
+		candidates = append(candidates, filepath.Join(p, "index"+ext))
+	}
+	for _, c := range candidates {
+		if root.isFile(c) {
+			return api.OnResolveResult{Path: c}, nil
+		}
+	}
+	// Say why the first one that is there cannot be read (outside the
+	// root, not a regular file), else that none is.
+	for _, c := range candidates {
+		if exists(c) {
+			if _, err := root.read(c); err != nil {
+				return api.OnResolveResult{}, err
+			}
+		}
+	}
+	return api.OnResolveResult{}, fmt.Errorf("cannot find %q (from %s)", args.Path, args.ResolveDir)
+}
+
+func isTypeScript(file string) bool {
+	switch strings.ToLower(filepath.Ext(file)) {
+	case ".ts", ".mts", ".cts":
+		return true
+	}
+	return false
+}
+
+// objectLocks matches code that may freeze or seal an object, or define
+// a property with attributes of its own (Object.create takes them too):
+// the dynamic objects that contexts and events are given as (see ctxObj)
+// refuse that, so a module with such code gets plain objects instead; and
+// only such code makes properties that are not enumerable (keysOf). The
+// match is on words, so a mention in a comment or a name errs on the safe
+// side.
+var objectLocks = regexp.MustCompile(`\b(freeze|seal|preventExtensions|defineProperty|defineProperties|create)\b`)
 
 // locationFile names the file of an esbuild message (a path relative to
 // wd) as the user named the module: the module's own path for the module,

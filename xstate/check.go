@@ -1,6 +1,7 @@
 package xstate
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -97,9 +98,14 @@ func Check(paths []string) (*Report, error) { return (&Loader{}).Check(paths) }
 
 // Check loads machine files with the loader's registry and reports every
 // problem found, as a running server would when loading them.
+//
+// Files are read as a server reads them (see Load), each in the Loader's
+// Root, else in the folder named (for a file found in it), or the file's
+// own folder (for a file named).
 func (l *Loader) Check(paths []string) (*Report, error) {
 	var files []string
 	named := map[string]bool{} // files named themselves, not found in a folder
+	roots := map[string]string{}
 	for _, p := range paths {
 		info, err := os.Stat(p)
 		if err != nil {
@@ -108,6 +114,7 @@ func (l *Loader) Check(paths []string) (*Report, error) {
 		if !info.IsDir() {
 			files = append(files, p)
 			named[p] = true
+			roots[p] = filepath.Dir(p)
 			continue
 		}
 		var found []string
@@ -127,6 +134,9 @@ func (l *Loader) Check(paths []string) (*Report, error) {
 			return nil, err
 		}
 		sort.Strings(found)
+		for _, f := range found {
+			roots[f] = p
+		}
 		files = append(files, found...)
 	}
 	rep := &Report{}
@@ -140,13 +150,14 @@ func (l *Loader) Check(paths []string) (*Report, error) {
 					Msg: "an implementations module needs its machine beside it: " + strings.TrimSuffix(filepath.Base(f), implExt(f)) + ".json"}}})
 				continue
 			}
+			roots[machine] = cmp.Or(roots[machine], roots[f])
 			f = machine
 		}
 		if seen[f] {
 			continue
 		}
 		seen[f] = true
-		res := checkFile(l, f)
+		res := checkFile(l, f, cmp.Or(l.Root, roots[f]))
 		if res.Failed && !named[f] && res.noMachine {
 			// A helper module beside the machines, as a server skips it.
 			res = CheckResult{File: f, Skipped: "it exports no machine: a helper module"}
@@ -200,9 +211,14 @@ func machineOfImpl(file string) (string, bool) {
 	return machine, true
 }
 
-func checkFile(l *Loader, file string) CheckResult {
+func checkFile(l *Loader, file, dir string) CheckResult {
 	res := CheckResult{File: file}
-	m, warns, err := l.Load(file)
+	var m *interp.Machine
+	var warns []Diagnostic
+	root, err := newFileRoot(dir)
+	if err == nil {
+		m, warns, err = l.loadIn(root, file)
+	}
 	res.Diags = append(res.Diags, warns...)
 	if err != nil {
 		res.Failed = true

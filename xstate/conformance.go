@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -34,7 +33,7 @@ type Step struct {
 
 // ReadCase reads a case file.
 func ReadCase(path string) (*Case, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -96,22 +95,27 @@ func decodePlain(data []byte) (any, error) {
 }
 
 // Load loads the case's machine, with its implementations, as the oracle
-// does: createMachine(json).provide(impl), or the module's machine.
+// does: createMachine(json).provide(impl), or the module's machine. Each
+// file is read in the Loader's Root, else in its own folder (a module
+// imports files of its folder, and below).
 func (c *Case) Load(l *Loader) (*interp.Machine, error) {
 	if l == nil {
 		l = &Loader{}
 	}
 	file := c.resolve(c.Machine)
+	root, err := l.rootFor(file)
+	if err != nil {
+		return nil, err
+	}
 	var m *interp.Machine
-	var err error
 	if strings.EqualFold(filepath.Ext(file), ".json") {
-		var data []byte
-		if data, err = os.ReadFile(file); err != nil {
+		var cfg *object
+		if cfg, err = readConfig(root, file); err != nil {
 			return nil, fmt.Errorf("%s: the case's machine: %w", c.Path, err)
 		}
-		m, _, err = ParseJSON(file, data)
+		m, _, err = compile(file, cfg, nil, interp.Implementations{})
 	} else {
-		m, _, err = l.LoadModule(file)
+		m, _, err = l.loadModuleIn(root, file)
 	}
 	if err != nil {
 		return nil, err

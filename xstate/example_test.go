@@ -2,6 +2,9 @@ package xstate_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"stategate/interp"
 	"stategate/xstate"
@@ -49,4 +52,24 @@ func ExampleRegistry() {
 	s := a.Snapshot()
 	fmt.Println(s.Value(), s.Status, s.Context, s.Output())
 	// Output: captured done map[amount:250 captured:250] map[status:closed]
+}
+
+// A Loader reads machine files only inside its Root: a module that
+// imports a file outside it fails to load, and the error a client may be
+// shown (PublicError) quotes nothing of the files.
+func ExampleLoader_root() {
+	base, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(base)
+	machines := filepath.Join(base, "machines")
+	_ = os.Mkdir(machines, 0o755)
+	_ = os.WriteFile(filepath.Join(base, "creds.json"), []byte(`{"password": "hunter2"}`), 0o644)
+	_ = os.WriteFile(filepath.Join(machines, "leak.mjs"), []byte(`import { createMachine } from 'xstate';
+import creds from '../creds.json';
+export default createMachine({ id: 'leak', context: { creds } });
+`), 0o644)
+	l := &xstate.Loader{Root: machines, Memory: 64 << 20}
+	_, _, err := l.Load(filepath.Join(machines, "leak.mjs"))
+	fmt.Println(strings.Contains(err.Error(), "outside the machines folder"), strings.Contains(xstate.PublicError(err), "hunter2"))
+	// Output:
+	// true false
 }

@@ -53,7 +53,12 @@ func (rt *jsRuntime) consoleLog(level slog.Level, args []goja.Value) {
 			parts[i] = "undefined"
 			continue
 		}
-		if data, err := json.Marshal(rt.fromJS(a)); err == nil {
+		v, err := rt.convert(a)
+		if err != nil {
+			parts[i] = "[" + err.Error() + "]"
+			continue
+		}
+		if data, err := json.Marshal(v); err == nil {
 			parts[i] = string(data)
 		} else {
 			parts[i] = a.String()

@@ -34,7 +34,7 @@ func (rt *jsRuntime) installGlobals() error {
 		if goja.IsUndefined(v) {
 			return v
 		}
-		return rt.toJS(rt.fromJS(v))
+		return rt.toJS(rt.fromJSOrThrow(v))
 	}); err != nil {
 		return err
 	}

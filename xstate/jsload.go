@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -28,8 +26,22 @@ type Loader struct {
 	// Registry supplies Go implementations for names a machine's own code
 	// does not define (see Registry).
 	Registry *Registry
+	// Root is the folder machine files are read from (the machines
+	// folder): a module may import only files inside it, and a symbolic
+	// link is followed only to a file inside it. "" makes each file's own
+	// folder its root.
+	Root string
 	// Timeout bounds each call into JavaScript; DefaultTimeout when zero.
 	Timeout time.Duration
+	// Memory is the memory budget of the machines' JavaScript, in bytes:
+	// a call into it (or a module's top-level code, as it loads) is
+	// interrupted once the Go heap has grown by more than this since it
+	// began, and the built-ins that make a string or an array in one step
+	// refuse to make one that could not fit in it (a RangeError).
+	// DefaultMemory when zero. Negative: calls have no budget (for tests
+	// of other things only); the built-ins keep the bounds of
+	// DefaultMemory.
+	Memory int64
 	// Console receives what machines' code writes with console.log and the
 	// like, as log records (log and info at level Info, warn at Warn,
 	// error at Error, debug and trace at Debug); nil discards it.
@@ -38,6 +50,23 @@ type Loader struct {
 	once    sync.Once
 	prelude *goja.Program
 	err     error
+
+	dogOnce sync.Once
+	dog     *watchdog // bounds the JavaScript of the loader's modules
+}
+
+// watchdog returns the loader's watchdog, made with its settings as they
+// are at the first module's load.
+func (l *Loader) watchdog() *watchdog {
+	l.dogOnce.Do(func() { l.dog = newWatchdog(l.timeout(), l.memory()) })
+	return l.dog
+}
+
+func (l *Loader) memory() int64 {
+	if l.Memory == 0 {
+		return DefaultMemory
+	}
+	return l.Memory
 }
 
 func (l *Loader) timeout() time.Duration {
@@ -63,22 +92,23 @@ func (l *Loader) preludeProgram() (*goja.Program, error) {
 	return l.prelude, l.err
 }
 
-// loadModule bundles and evaluates a module and returns it with its roots
-// described as Go values.
-func (l *Loader) loadModule(file string, roots func(*goja.Runtime, *goja.Object) ([]goja.Value, error)) (*jsModule, []any, error) {
-	code, files, diags := bundle(file)
+// loadModule bundles and evaluates a module, its files read in root, and
+// returns it with its roots described as Go values.
+func (l *Loader) loadModule(root *fileRoot, file string, roots func(*goja.Runtime, *goja.Object) ([]goja.Value, error)) (*jsModule, []any, error) {
+	b, diags := bundle(file, root)
 	if len(diags) > 0 {
 		return nil, nil, &LoadError{File: file, Diags: diags}
 	}
+	code, files := b.code, b.files
 	prelude, err := l.preludeProgram()
 	if err != nil {
 		return nil, nil, err
 	}
 	prog, err := goja.Compile(file, rewriteSpreads(code), false)
 	if err != nil {
-		return nil, nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Msg: "cannot compile the bundled module: " + err.Error()}}}
+		return nil, nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Msg: "cannot compile the bundled module: " + err.Error(), quotes: true}}}
 	}
-	mod := &jsModule{file: file, files: files, prog: prog, prelude: prelude, timeout: l.timeout(), roots: roots, plainObjects: locksObjects(files), console: l.Console}
+	mod := &jsModule{file: file, files: files, prog: prog, prelude: prelude, dog: l.watchdog(), limits: limitsFor(l.memory()), roots: roots, plainObjects: b.locks, console: l.Console}
 	rt, described, err := mod.newRuntime()
 	if err != nil {
 		// The diagnostic names the file itself.
@@ -87,27 +117,6 @@ func (l *Loader) loadModule(file string, roots func(*goja.Runtime, *goja.Object)
 	}
 	mod.put(rt)
 	return mod, described, nil
-}
-
-// objectLocks matches code that may freeze or seal an object, or define
-// a property with attributes of its own (Object.create takes them too):
-// the dynamic objects that contexts and events are given as (see ctxObj)
-// refuse that, so a module with such code gets plain objects instead; and
-// only such code makes properties that are not enumerable (keysOf). The
-// match is on words, so a mention in a comment or a name errs on the safe
-// side.
-var objectLocks = regexp.MustCompile(`\b(freeze|seal|preventExtensions|defineProperty|defineProperties|create)\b`)
-
-// locksObjects reports whether any of a module's files may lock objects
-// (objectLocks); a file that cannot be read counts as one that may.
-func locksObjects(files []string) bool {
-	for _, f := range files {
-		src, err := os.ReadFile(f)
-		if err != nil || objectLocks.Match(src) {
-			return true
-		}
-	}
-	return false
 }
 
 func isMarker(v goja.Value, kind string) bool {
@@ -185,7 +194,15 @@ func pickImplementations(vm *goja.Runtime, exports *goja.Object) ([]goja.Value, 
 
 // LoadModule loads a JS or TS machine module.
 func (l *Loader) LoadModule(file string) (*interp.Machine, []Diagnostic, error) {
-	mod, roots, err := l.loadModule(file, pickMachine)
+	root, err := l.rootFor(file)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l.loadModuleIn(root, file)
+}
+
+func (l *Loader) loadModuleIn(root *fileRoot, file string) (*interp.Machine, []Diagnostic, error) {
+	mod, roots, err := l.loadModule(root, file, pickMachine)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -209,7 +226,15 @@ func (l *Loader) LoadModule(file string) (*interp.Machine, []Diagnostic, error) 
 // LoadImplementations loads a module whose default export is {guards,
 // actions, actors, delays}, to give a JSON machine (machine.provide()).
 func (l *Loader) LoadImplementations(file string) (interp.Implementations, error) {
-	mod, roots, err := l.loadModule(file, pickImplementations)
+	root, err := l.rootFor(file)
+	if err != nil {
+		return interp.Implementations{}, err
+	}
+	return l.loadImplementationsIn(root, file)
+}
+
+func (l *Loader) loadImplementationsIn(root *fileRoot, file string) (interp.Implementations, error) {
+	mod, roots, err := l.loadModule(root, file, pickImplementations)
 	if err != nil {
 		return interp.Implementations{}, err
 	}

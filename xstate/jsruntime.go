@@ -1,6 +1,7 @@
 package xstate
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,7 +41,8 @@ type jsModule struct {
 	console *slog.Logger // where console.log and the like go; nil: nowhere
 	prog    *goja.Program
 	prelude *goja.Program
-	timeout time.Duration
+	dog     *watchdog // the Loader's, which bounds the calls' time and memory
+	limits  sandboxLimits
 	// roots finds, in a runtime's module exports, the values whose
 	// functions are numbered (the machine, or the implementations).
 	roots func(rt *goja.Runtime, exports *goja.Object) ([]goja.Value, error)
@@ -50,8 +52,8 @@ type jsModule struct {
 
 	mu       sync.Mutex
 	idle     []*jsRuntime
-	all      []*jsRuntime // every runtime made, for the watchdog
-	watching atomic.Bool
+	all      []*jsRuntime // every runtime made and not dropped, for the watchdog
+	watching atomic.Bool  // the watchdog looks after the module's calls
 }
 
 // jsRuntime is a goja runtime with the module evaluated in it and the
@@ -67,11 +69,19 @@ type jsRuntime struct {
 	release func()
 
 	// calls counts the top-level calls begun and ended: it is odd while
-	// one runs. The module's watchdog interrupts a call it sees running
-	// for as many ticks as make the time limit; seen and ticks are the
-	// watchdog's (under the module's lock).
+	// one runs. The rest is the watchdog's, under the module's lock: the
+	// call it saw (seen) and since when, the heap the call counts from
+	// (base) and the collections completed then (gcs); whether it
+	// interrupted the runtime, which is then not used again, nor one
+	// retired (dropped to free what its module variables hold); and the
+	// context of the step the runtime is lent for (nil when none).
 	calls       atomic.Uint64
-	seen, ticks uint64
+	seen        uint64
+	since       time.Time
+	base, gcs   uint64
+	interrupted bool
+	retired     bool
+	ctx         context.Context
 	// the last self converted.
 	lastSelf   *interp.Actor
 	lastSelfJS goja.Value
@@ -115,6 +125,13 @@ type jsRuntime struct {
 	// signal and emitNoop are what promise creators get as signal and
 	// emit (promiseExtras).
 	signal, emitNoop goja.Value
+	// convErr is the first conversion of the step that could not be made
+	// (fromJS); Seal fails the step with it.
+	convErr error
+	// joining are the arrays whose join is in progress (a cycle joins as
+	// ""), and joined counts the elements the outermost one walked.
+	joining []*goja.Object
+	joined  int64
 }
 
 type idEntry struct {
@@ -196,18 +213,41 @@ type jsLazy struct {
 // and no one else has seen, and the Go values stand for the same values,
 // so the context's JavaScript object, if the step made one, stands for the
 // sealed context too.
-func (m *jsModule) Seal(_ any, v any) any {
+//
+// A value that cannot be converted (see convert) fails the step: that
+// error, or one a conversion earlier in the step met, is returned.
+func (m *jsModule) Seal(rt any, v any) (any, error) {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, e := range x {
 			if l, lazy := e.(*jsLazy); lazy {
 				x[k] = l.seal()
+				if err := l.rt.conversionError(); err != nil {
+					return v, err
+				}
 			}
 		}
 	case *jsLazy:
-		return x.seal()
+		g := x.seal()
+		if err := x.rt.conversionError(); err != nil {
+			return v, err
+		}
+		return g, nil
 	}
-	return v
+	if r, ok := rt.(*jsRuntime); ok {
+		if err := r.conversionError(); err != nil {
+			return v, err
+		}
+	}
+	return v, nil
+}
+
+// conversionError returns, and forgets, the error of a conversion of the
+// step that could not be made (fromJS), nil when none.
+func (rt *jsRuntime) conversionError() error {
+	err := rt.convErr
+	rt.convErr = nil
+	return err
 }
 
 // seal converts a lazy value to Go; the conversion is remembered, so the
@@ -280,7 +320,8 @@ const maxIdle = 8
 
 func (m *jsModule) put(rt *jsRuntime) {
 	m.mu.Lock()
-	if len(m.idle) < maxIdle {
+	rt.ctx = nil
+	if len(m.idle) < maxIdle && !rt.interrupted && !rt.retired {
 		m.idle = append(m.idle, rt)
 	} else {
 		for i, x := range m.all {
@@ -305,7 +346,7 @@ func (m *jsModule) newRuntime() (*jsRuntime, []any, error) {
 	m.mu.Unlock()
 	var exports *goja.Object
 	err := rt.guard(func() error {
-		if err := installSpread(vm); err != nil {
+		if err := installSpread(vm, m.limits, (&sandbox{rt: rt, lim: m.limits}).tooMany); err != nil {
 			return err
 		}
 		if err := rt.installConsole(); err != nil {
@@ -315,6 +356,9 @@ func (m *jsModule) newRuntime() (*jsRuntime, []any, error) {
 			return err
 		}
 		if err := rt.installIntl(); err != nil {
+			return err
+		}
+		if err := rt.installLimits(); err != nil {
 			return err
 		}
 		if _, err := vm.RunProgram(m.prelude); err != nil {
@@ -332,6 +376,10 @@ func (m *jsModule) newRuntime() (*jsRuntime, []any, error) {
 		return nil
 	})
 	if err != nil {
+		var ie *goja.InterruptedError
+		if errors.As(err, &ie) {
+			return nil, nil, fmt.Errorf("%s: %w", m.file, rt.interruptError("its top-level code", ie.Value()))
+		}
 		return nil, nil, fmt.Errorf("%s: %w", m.file, jsErr(err))
 	}
 	roots, err := m.roots(vm, exports)
@@ -342,6 +390,9 @@ func (m *jsModule) newRuntime() (*jsRuntime, []any, error) {
 	var out []any
 	for _, r := range roots {
 		v, err := w.walk(r, 0)
+		if err == nil {
+			err = rt.conversionError()
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", m.file, err)
 		}
@@ -362,7 +413,7 @@ func (rt *jsRuntime) guard(f func() error) (err error) {
 func (rt *jsRuntime) enter() bool {
 	top := rt.depth == 0
 	rt.depth++
-	if top && rt.mod.timeout > 0 {
+	if top {
 		rt.calls.Add(1)
 		rt.mod.watch()
 	}
@@ -373,7 +424,7 @@ func (rt *jsRuntime) enter() bool {
 // in goja into *err.
 func (rt *jsRuntime) leave(top bool, err *error) {
 	rt.depth--
-	if top && rt.mod.timeout > 0 {
+	if top {
 		rt.mod.mu.Lock() // the watchdog interrupts under this lock
 		rt.calls.Add(1)
 		rt.mod.mu.Unlock()
@@ -386,62 +437,6 @@ func (rt *jsRuntime) leave(top bool, err *error) {
 		}
 		panic(r)
 	}
-}
-
-// watch makes sure the module's watchdog runs. The watchdog interrupts
-// calls that run past the time limit; it stops by itself when no call has
-// run for a while, and starts again with the next call.
-func (m *jsModule) watch() {
-	if m.watching.Load() || !m.watching.CompareAndSwap(false, true) {
-		return
-	}
-	go func() {
-		tick := time.NewTicker(m.timeout / 10)
-		defer tick.Stop()
-		idle := 0
-		for range tick.C {
-			busy := false
-			m.mu.Lock()
-			for _, rt := range m.all {
-				c := rt.calls.Load()
-				if c%2 == 0 {
-					continue
-				}
-				busy = true
-				if c != rt.seen {
-					rt.seen, rt.ticks = c, 0
-				} else if rt.ticks++; rt.ticks >= 10 {
-					// Seen running at 11 ticks: for longer than the limit.
-					rt.vm.Interrupt(ErrInterrupted)
-				}
-			}
-			m.mu.Unlock()
-			if busy {
-				idle = 0
-			} else if idle++; idle > 50 {
-				m.watching.Store(false)
-				// A call that began as the watchdog retired may have seen
-				// it still running and started none: look once more.
-				if !m.busy() || !m.watching.CompareAndSwap(false, true) {
-					return
-				}
-				idle = 0
-			}
-		}
-	}()
-}
-
-// busy reports whether a top-level call runs in one of the module's
-// runtimes.
-func (m *jsModule) busy() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, rt := range m.all {
-		if rt.calls.Load()%2 == 1 {
-			return true
-		}
-	}
-	return false
 }
 
 // call calls a JS function with Go arguments converted to JS.
@@ -473,7 +468,7 @@ func (rt *jsRuntime) invoke(f goja.Callable, what, key string, args []goja.Value
 			if key != "" {
 				what += " of '" + key + "'"
 			}
-			return nil, fmt.Errorf("%s: %w: ran longer than %v", what, ErrInterrupted, rt.mod.timeout)
+			return nil, rt.interruptError(what, ie.Value())
 		}
 		return nil, jsErr(err)
 	}
@@ -570,6 +565,9 @@ func jsErr(err error) error {
 	}
 	var ie *goja.InterruptedError
 	if errors.As(err, &ie) {
+		if reason, ok := ie.Value().(error); ok {
+			return reason // ErrInterrupted, ErrMemory, or the cause of a step's end
+		}
 		return fmt.Errorf("%w", ErrInterrupted)
 	}
 	return err
@@ -670,60 +668,6 @@ func (rt *jsRuntime) newError(msg string) goja.Value {
 
 // undefinedValue stands for JavaScript's undefined among Go values.
 type undefinedValue struct{}
-
-// fromJS converts a JavaScript value to a JSON-like Go value, as
-// JSON.parse(JSON.stringify(v)) would (undefined and functions are
-// dropped from objects; NaN and Infinity become null).
-func (rt *jsRuntime) fromJS(v goja.Value) any {
-	return rt.fromJSDepth(v, 0)
-}
-
-func (rt *jsRuntime) fromJSDepth(v goja.Value, depth int) any {
-	if v == nil || goja.IsUndefined(v) || goja.IsNull(v) || depth > 200 {
-		return nil
-	}
-	o, isObj := v.(*goja.Object)
-	if !isObj {
-		return primitive(v)
-	}
-	if _, isFn := goja.AssertFunction(o); isFn {
-		return nil
-	}
-	switch o.ClassName() {
-	case "Array", "Object":
-		if toJSON := o.Get("toJSON"); toJSON == nil || goja.IsUndefined(toJSON) {
-			v := normalize(o.Export())
-			dropUndefined(o, v)
-			return v
-		}
-	case "Error":
-		m := map[string]any{}
-		if msg := o.Get("message"); msg != nil {
-			m["message"] = msg.String()
-		}
-		return m
-	}
-	if toJSON, ok := goja.AssertFunction(o.Get("toJSON")); ok {
-		if r, err := toJSON(o); err == nil {
-			return rt.fromJSDepth(r, depth+1)
-		}
-	}
-	keys := o.Keys()
-	m := make(map[string]any, len(keys))
-	for _, k := range keys {
-		e := o.Get(k)
-		if e == nil || goja.IsUndefined(e) {
-			continue
-		}
-		if eo, ok := e.(*goja.Object); ok {
-			if _, isFn := goja.AssertFunction(eo); isFn {
-				continue
-			}
-		}
-		m[k] = rt.fromJSDepth(e, depth+1)
-	}
-	return m
-}
 
 // primitive converts a value that is not an object as normalize(Export())
 // does, a number without the int64 Export makes of it.

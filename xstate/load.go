@@ -152,29 +152,55 @@ func ImplementationsFile(machineFile string) string {
 // implementations of a NAME.impl.ts beside it when there is one, or a JS
 // or TS module. Names the machine's own code does not define are taken
 // from the Loader's Registry.
+//
+// Every file is read as ReadFile reads one, inside the Loader's Root (see
+// Root): a file that is not regular, too large, nested too deeply, or
+// outside the root fails to load, with an error that names it.
 func (l *Loader) Load(path string) (*interp.Machine, []Diagnostic, error) {
+	root, err := l.rootFor(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l.loadIn(root, path)
+}
+
+func (l *Loader) loadIn(root *fileRoot, path string) (*interp.Machine, []Diagnostic, error) {
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".json":
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return nil, nil, err
-		}
-		root, err := decodeConfig(path, data)
+		cfg, err := readConfig(root, path)
 		if err != nil {
 			return nil, nil, err
 		}
 		impl := interp.Implementations{}
 		if f := ImplementationsFile(path); f != "" {
-			if impl, err = l.LoadImplementations(f); err != nil {
+			if impl, err = l.loadImplementationsIn(root, f); err != nil {
 				return nil, nil, err
 			}
 		}
-		return compile(path, root, nil, l.withRegistry(impl))
+		return compile(path, cfg, nil, l.withRegistry(impl))
 	case ".js", ".mjs", ".ts", ".mts", ".cjs", ".cts":
 		if _, err := os.Stat(path); err != nil {
 			return nil, nil, err
 		}
-		return l.LoadModule(path)
+		return l.loadModuleIn(root, path)
 	}
 	return nil, nil, &LoadError{File: path, Diags: []Diagnostic{{File: path, Msg: "not a machine file (.json, .js, .mjs, .ts or .mts)"}}}
+}
+
+// readConfig reads and decodes a JSON config in root.
+func readConfig(root *fileRoot, path string) (*object, error) {
+	data, err := root.read(path)
+	if err != nil {
+		return nil, &LoadError{File: path, Diags: []Diagnostic{{File: path, Msg: fileError(path, err)}}, Err: err}
+	}
+	if err := checkNesting(data); err != nil {
+		return nil, &LoadError{File: path, Diags: []Diagnostic{{File: path, Msg: err.Error()}}}
+	}
+	return decodeConfig(path, data)
+}
+
+// fileError says why a file cannot be read, without repeating its name
+// first (a diagnostic names it).
+func fileError(path string, err error) string {
+	return strings.TrimPrefix(err.Error(), path+": ")
 }

@@ -183,7 +183,7 @@ func collectSpreads(v reflect.Value, out *[]*ast.ArrayLiteral, seen map[uintptr]
 // element by element in Go, which spares goja's concat (a species lookup
 // and one property definition per element); anything else goes through
 // Array.from, the iterator protocol, as a spread would.
-func installSpread(vm *goja.Runtime) error {
+func installSpread(vm *goja.Runtime, lim sandboxLimits, tooMany func()) error {
 	from, ok := goja.AssertFunction(vm.Get("Array").ToObject(vm).Get("from"))
 	if !ok {
 		return errors.New("Array.from is not a function")
@@ -199,7 +199,10 @@ func installSpread(vm *goja.Runtime) error {
 			}
 			o = arr.ToObject(vm)
 		}
-		n := int(o.Get("length").ToInteger())
+		n := int(toLength(o.Get("length")))
+		if int64(len(out)+n+extra) > lim.maxElements {
+			tooMany() // the length of an array costs nothing to set
+		}
 		out = slices.Grow(out, n+extra)
 		for i := range n {
 			e := o.Get(strconv.Itoa(i))

@@ -32,7 +32,7 @@ func TestRewriteSpreads(t *testing.T) {
 		{"[...a,\n  (\n  8\n  )\n]", `[1,2,3,8]`},
 	} {
 		vm := goja.New()
-		if err := installSpread(vm); err != nil {
+		if err := installSpread(vm, limitsFor(0), func() { panic("too many") }); err != nil {
 			t.Fatal(err)
 		}
 		code := "var a = [1, 2, 3], x; JSON.stringify(" + rewriteSpreads(tc.src) + ")"

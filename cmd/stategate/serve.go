@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -19,7 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dustin/go-humanize"
 	"golang.org/x/term"
 
 	"stategate/gate"
@@ -37,6 +35,8 @@ type serveCmd struct {
 	HandleKey string        `placeholder:"NAME" help:"Argument that picks a workflow instance (a machine's meta.handleKey overrides it)."`
 	Instance  string        `default:"default" help:"The instance that stdio uses for machines with no handle key."`
 	JSTimeout time.Duration `name:"js-timeout" default:"1s" help:"Time limit of one call into a machine's JavaScript."`
+	JSMemory  byteSize      `name:"js-memory" default:"256MiB" help:"Memory budget of one call into a machine's JavaScript (and of a module's top-level code as it loads): past it the call is interrupted."`
+	EventTime time.Duration `name:"event-timeout" default:"5s" help:"Time limit of one event on an instance (a call's or a timer's, all its steps): past it the call fails and the instance keeps its state."`
 	Pprof     string        `hidden:"" placeholder:"ADDR" help:"Serve net/http/pprof at ADDR (loopback), for profiling."`
 	NoSync    bool          `help:"Answer calls before their state reaches the disk (faster; a power cut may lose the last calls, a killed server does not)."`
 	Memory    bool          `help:"Keep workflow state in memory only: nothing is written (--data is not used) and a restart starts every workflow afresh. For tests and demos."`
@@ -100,12 +100,12 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 			log.Info("store closed", "saves", saves, "commits", commits)
 		}
 	}()
-	opts := gate.Options{Store: st, Logger: log, Name: "stategate", Version: version}
+	opts := gate.Options{Store: st, Logger: log, Name: "stategate", Version: version, EventTimeout: c.EventTime}
 	if c.HTTP == "" {
 		opts.SharedInstance = c.Instance
 	}
 	g := gate.New(opts)
-	loader := &xstate.Loader{Timeout: c.JSTimeout, Console: log}
+	loader := &xstate.Loader{Timeout: c.JSTimeout, Memory: int64(c.JSMemory), Root: c.Machines, Console: log}
 	lib := gate.NewLibrary(g, loader, c.Machines, c.HandleKey)
 	if err := lib.Reload(); err != nil {
 		return err
@@ -203,19 +203,6 @@ func readToken(file string) (string, error) {
 func loopback(a net.Addr) bool {
 	ap, err := netip.ParseAddrPort(a.String())
 	return err == nil && ap.Addr().IsLoopback()
-}
-
-// byteSize is a size in bytes, as go-humanize reads it ("128MiB",
-// "1GiB", "64MB", "4096").
-type byteSize int64
-
-func (b *byteSize) UnmarshalText(text []byte) error {
-	n, err := humanize.ParseBytes(string(text))
-	if err != nil || n > math.MaxInt64 {
-		return fmt.Errorf("%q is not a size (e.g. 128MiB, 1GiB, 4096)", text)
-	}
-	*b = byteSize(n)
-	return nil
 }
 
 // listenAddr binds to 127.0.0.1 unless the address names a host: "8080"
