@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -329,6 +330,9 @@ func openChecked(dir string, o BadgerOptions, log *slog.Logger) (*Badger, error)
 		}
 		ins.oldBatches, ins.oldLogs = nil, nil
 	}
+	if err := removeEmptyLogs(dir, ins.emptyLogs); err != nil {
+		return nil, err
+	}
 	b, err := openDB(dir, o)
 	if err != nil {
 		return nil, err
@@ -338,6 +342,20 @@ func openChecked(dir string, o BadgerOptions, log *slog.Logger) (*Badger, error)
 		return nil, err
 	}
 	return b, nil
+}
+
+// removeEmptyLogs removes the memtable logs a kill left empty (see
+// inspection.emptyLogs), durably, before Badger opens the store in place.
+func removeEmptyLogs(dir string, names []string) error {
+	for _, name := range names {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("open store %s: %w", dir, err)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	return syncDir(dir)
 }
 
 // openScratch copies the store (but the orphan tables) to a temporary
@@ -353,7 +371,7 @@ func openScratch(dir string, ins *inspection, o BadgerOptions, log *slog.Logger)
 	for _, id := range ins.orphans {
 		skip[id] = true
 	}
-	if err := copyStore(dir, tmp, skip); err != nil {
+	if err := copyStore(dir, tmp, skip, ins.emptyLogs); err != nil {
 		os.RemoveAll(tmp)
 		return nil, fmt.Errorf("cannot make a scratch copy of the store %s in %s: %w", dir, tmp, err)
 	}

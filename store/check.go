@@ -56,6 +56,10 @@ type inspection struct {
 	// them as it opens.
 	orphans []uint64
 	names   map[uint64]string // the table files' names
+	// emptyLogs are memtable logs a kill left empty, which Badger cannot
+	// open: they are left out of a scratch copy, and removed before the
+	// store is opened in place.
+	emptyLogs []string
 	// unclean is why the store was not closed cleanly (a killed server:
 	// memtable logs left to replay, a value log or the MANIFEST to cut
 	// at a write the crash tore, orphan tables), "" if it was. Badger
@@ -112,6 +116,14 @@ func inspect(dir string, log *slog.Logger) (*inspection, error) {
 		}
 	}
 	for _, name := range mems {
+		if info, err := os.Stat(filepath.Join(dir, name)); err == nil && info.Size() == 0 {
+			// Badger makes a memtable's log, then sizes it: a kill in
+			// between leaves it empty (it holds nothing), and Badger
+			// refuses to open a store with one ("Create a new file").
+			ins.emptyLogs = append(ins.emptyLogs, name)
+			unclean("the memtable log " + name + " was made but never sized")
+			continue
+		}
 		data, unmap, err := mapFile(filepath.Join(dir, name))
 		if err != nil {
 			return nil, err
@@ -451,14 +463,14 @@ func zeroTail(data []byte) int {
 // out the tables in skip and the lock file. Every file is copied, tables
 // too: Badger empties a table file (truncates it) before it removes it,
 // which through a hard link would empty the store's own.
-func copyStore(src, dst string, skip map[uint64]bool) error {
+func copyStore(src, dst string, skip map[uint64]bool, leave []string) error {
 	entries, err := os.ReadDir(src)
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
 		name := e.Name()
-		if !e.Type().IsRegular() || name == "LOCK" {
+		if !e.Type().IsRegular() || name == "LOCK" || slices.Contains(leave, name) {
 			continue
 		}
 		if id, ok := table.ParseFileID(name); ok && strings.HasSuffix(name, ".sst") && skip[id] {

@@ -322,6 +322,26 @@ func TestTornLastWriteOpens(t *testing.T) {
 	}
 }
 
+// TestEmptyMemtableLogOpens: a kill between Badger's making a memtable's
+// log and sizing it leaves an empty .mem file, which Badger itself cannot
+// open ("Create a new file"); it holds nothing, and the store opens, read
+// only (changing nothing) and to write, with every record.
+func TestEmptyMemtableLogOpens(t *testing.T) {
+	_, killed, want := richStore(t, "m")
+	dir := copyDir(t, killed)
+	mems := files(t, dir, memExt)
+	next := fmt.Sprintf("%05d%s", logID(filepath.Base(mems[len(mems)-1]))+1, memExt)
+	empty := filepath.Join(dir, next)
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	checkAll(t, dir, BadgerOptions{ReadOnly: true, GCInterval: -1}, want)
+	if _, err := os.Stat(empty); err != nil {
+		t.Fatalf("a read-only open changed the store: %v", err)
+	}
+	checkAll(t, dir, BadgerOptions{SmallTables: true}, want)
+}
+
 var damageRuns = flag.Int("store.damage", 12, "random damages TestRandomDamage makes")
 
 // TestRandomDamage damages a store's files at random (a cut, 16 garbled
