@@ -15,7 +15,6 @@ import (
 
 	"stategate/interp"
 	"stategate/store"
-	"stategate/xstate"
 )
 
 // maxSaveRetries bounds the retries of a call whose save found the
@@ -146,7 +145,7 @@ func (g *Gate) status(ctx context.Context, m *Machine, handle string) (*mcp.Call
 		sc["migrated"] = in.migrated
 	}
 	if lerr := g.loadError(m); lerr != nil {
-		public := xstate.PublicError(lerr) // never a line of the file
+		public := g.publicError(lerr)
 		sc["fileError"] = public
 		res.Content = append(res.Content, mcp.NewTextContent("The machine file has an error; its last good version is served: "+public))
 	}

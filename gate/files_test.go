@@ -218,6 +218,9 @@ export default createMachine({ id: 'door', initial: 'shut', states: { shut: { on
 		if fe == "" || strings.Contains(fe, "hunter") || strings.Contains(fe, "root:") {
 			t.Errorf("fileError %q", fe)
 		}
+		if strings.Contains(fe, dir) {
+			t.Errorf("fileError %q does not name the file relative to the machines folder", fe)
+		}
 		t.Logf("fileError: %s", fe)
 	}
 	if !strings.Contains(logs.String(), "hunter3") {

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"sort"
@@ -34,6 +35,7 @@ import (
 
 	"stategate/interp"
 	"stategate/store"
+	"stategate/xstate"
 )
 
 // DefaultInstance is the instance of a machine with no handle key that a
@@ -84,6 +86,7 @@ type Gate struct {
 
 	errMu    sync.Mutex
 	loadErrs map[string]error // files that fail to load now
+	errRoot  string           // the folder they are in
 
 	// nameKey keys the names the gate gives sessions (sessionName): a
 	// session id is a client's credential and is never shown or stored.
@@ -96,10 +99,28 @@ type Gate struct {
 
 // setErrors records the machine files that fail to load now, for the
 // status tool.
-func (g *Gate) setErrors(errs map[string]error) {
+func (g *Gate) setErrors(errs map[string]error, root string) {
 	g.errMu.Lock()
-	g.loadErrs = errs
+	g.loadErrs, g.errRoot = errs, root
 	g.errMu.Unlock()
+}
+
+// publicError renders a file's error for clients: without a line of the
+// file (xstate.PublicError), and with its paths relative to the machines
+// folder (the server's own folders are not the clients' business).
+func (g *Gate) publicError(err error) string {
+	s := xstate.PublicError(err)
+	g.errMu.Lock()
+	root := g.errRoot
+	g.errMu.Unlock()
+	if root == "" {
+		return s
+	}
+	for _, r := range []string{absPath(root), filepath.Clean(root)} {
+		s = strings.ReplaceAll(s, r+string(filepath.Separator), "")
+		s = strings.ReplaceAll(s, " "+r, "")
+	}
+	return s
 }
 
 // loadError returns the error of a machine's file, if it fails to load

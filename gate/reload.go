@@ -188,7 +188,7 @@ func (lib *Library) Reload() error {
 	}
 	lib.loaded = true
 	lib.mu.Unlock()
-	lib.g.setErrors(lib.Errors())
+	lib.g.setErrors(lib.Errors(), lib.dir)
 	if err := lib.g.SetMachines(ms); err != nil {
 		return err
 	}
