@@ -63,7 +63,7 @@ func crashFullDisk(t *testing.T, bin, machines string) {
 			f.acked++
 			continue
 		}
-		if !strings.Contains(msg, "free disk space") {
+		if !strings.Contains(msg, "NO_SPACE") {
 			t.Fatalf("call %d failed: %s", i, msg)
 		}
 		refusals++

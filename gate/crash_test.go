@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,9 +58,13 @@ func startServer(t *testing.T, bin, machines, data, addr string, extra ...string
 	}
 	go func() { cmd.Wait(); close(s.exited) }()
 	deadline := time.Now().Add(30 * time.Second)
+	// The server binds its port before it opens the store (a busy port
+	// must not leave a store behind): it serves once it answers HTTP,
+	// and a store it refuses makes it exit instead.
+	probe := &http.Client{Timeout: 200 * time.Millisecond}
 	for {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
+		if res, err := probe.Get("http://" + addr + "/mcp"); err == nil {
+			res.Body.Close()
 			return s, nil
 		}
 		select {
