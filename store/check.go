@@ -110,6 +110,10 @@ func inspect(dir string, log *slog.Logger) (*inspection, error) {
 	// The logs: a memtable's log (.mem) holds the writes not yet in a
 	// table; a value log (.vlog) the values too large to live in tables.
 	written := 0 // logs that hold writes
+	// The version (commit timestamp) of the first write of the oldest
+	// memtable log that holds one, and that log.
+	var memFirst uint64
+	var firstMem string
 	unclean := func(why string) {
 		if ins.unclean == "" {
 			ins.unclean = why
@@ -129,6 +133,9 @@ func inspect(dir string, log *slog.Logger) (*inspection, error) {
 			return nil, err
 		}
 		end, err := checkMemLog(data)
+		if r, _, ok := readRecord(data, logHeader); ok && memFirst == 0 {
+			memFirst, firstMem = parseTs(r.key), name
+		}
 		unmap()
 		if err != nil {
 			return nil, damaged(dir, "the memtable log %s is damaged: %v", name, err)
@@ -204,14 +211,25 @@ func inspect(dir string, log *slog.Logger) (*inspection, error) {
 		unclean(fmt.Sprintf("the MANIFEST ends with %d bytes of a change that did not complete", st.Size()-end))
 	}
 	ins.tables = mf.Tables
+	var tablesMax uint64
 	for _, id := range slices.Sorted(maps.Keys(mf.Tables)) {
 		path := table.NewFilename(id, dir)
 		if _, ok := ssts[id]; !ok {
 			return nil, damaged(dir, "the table %s, which the MANIFEST names, is missing", filepath.Base(path))
 		}
-		if _, err := openTable(path, id, mf.Tables[id].Compression); err != nil {
+		t, err := openTable(path, id, mf.Tables[id].Compression)
+		if err != nil {
 			return nil, damaged(dir, "the table %s is damaged: %v", filepath.Base(path), err)
 		}
+		tablesMax = max(tablesMax, t.MaxVersion())
+	}
+	// Commits take consecutive versions, and memtables are flushed to
+	// tables oldest first: the oldest memtable log left starts at most
+	// one version past the tables (it may overlap them, when a crash
+	// came between a flush and the removal of its log). A log that
+	// starts further on means that the logs before it were removed.
+	if memFirst > tablesMax+1 {
+		return nil, damaged(dir, "the memtable log %s starts at version %d, but the tables end at version %d: the writes between them are missing (a memtable log before it was removed)", firstMem, memFirst, tablesMax)
 	}
 	deleted := deletedTables(f)
 	for id := range ssts {

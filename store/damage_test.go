@@ -342,6 +342,33 @@ func TestEmptyMemtableLogOpens(t *testing.T) {
 	checkAll(t, dir, BadgerOptions{SmallTables: true}, want)
 }
 
+// TestRemovedMemtableLogIsRefused: a memtable log removed before the
+// last one leaves no gap in the logs' numbers, but one in the versions
+// of the writes (the tables end before the oldest log left starts).
+func TestRemovedMemtableLogIsRefused(t *testing.T) {
+	// A kill leaves two logs when it lands while a memtable waits to be
+	// flushed (four times in ten here).
+	var killed string
+	var mems []string
+	for range 12 {
+		killed = killedStore(t, "m")
+		if mems = files(t, killed, memExt); len(mems) >= 2 {
+			break
+		}
+	}
+	if len(mems) < 2 {
+		t.Skip("no kill left two memtable logs")
+	}
+	dir := copyDir(t, killed)
+	if err := os.Remove(filepath.Join(dir, filepath.Base(mems[0]))); err != nil {
+		t.Fatal(err)
+	}
+	_, err := OpenBadger(dir, BadgerOptions{GCInterval: -1, Logger: quietLog()})
+	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "a memtable log before it was removed") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
 var damageRuns = flag.Int("store.damage", 12, "random damages TestRandomDamage makes")
 
 // TestRandomDamage damages a store's files at random (a cut, 16 garbled
