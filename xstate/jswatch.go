@@ -8,6 +8,7 @@ import (
 	"runtime/metrics"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -75,7 +76,10 @@ type watchdog struct {
 	// as of the last collection, which may be long past, and a call would
 	// then count what others kept since as its own. Counting from the
 	// objects errs the other way, by the garbage not yet collected.)
-	samples     []metrics.Sample
+	samples []metrics.Sample
+	// confirming is set while a collection forced to confirm heavy calls
+	// runs.
+	confirming  atomic.Bool
 	prevObjects uint64
 	prevLive    uint64
 	prevGCs     uint64 // collections completed as of the previous tick
@@ -83,10 +87,13 @@ type watchdog struct {
 	// by more than the budget, the runtimes kept for reuse are dropped
 	// (module variables are per runtime, and could otherwise keep growing
 	// a little at every call).
-	idleBase uint64
+	idleBase atomic.Uint64
 	// remeasure is set once they are dropped, until idleBase is measured
 	// again.
-	remeasure bool
+	remeasure atomic.Bool
+	// bounding is set while keepBounded's collection runs, beside the
+	// ticks.
+	bounding atomic.Bool
 }
 
 func newWatchdog(timeout time.Duration, budget int64) *watchdog {
@@ -123,8 +130,8 @@ func (m *jsModule) watch() {
 func (d *watchdog) run() {
 	metrics.Read(d.samples)
 	d.prevObjects, d.prevLive, d.prevGCs = d.samples[0].Value.Uint64(), d.samples[1].Value.Uint64(), d.samples[2].Value.Uint64()
-	if live := d.samples[1].Value.Uint64(); d.idleBase == 0 || live < d.idleBase {
-		d.idleBase = live
+	if live, base := d.samples[1].Value.Uint64(), d.idleBase.Load(); base == 0 || live < base {
+		d.idleBase.Store(live)
 	}
 	t := time.NewTicker(d.tick)
 	defer t.Stop()
@@ -139,8 +146,10 @@ func (d *watchdog) run() {
 		metrics.Read(d.samples)
 		h := heap{objects: d.samples[0].Value.Uint64(), live: d.samples[1].Value.Uint64(), gcs: d.samples[2].Value.Uint64()}
 		var heavy []*jsRuntime // calls past their budget by the cheap figure
+		anyBusy := false
 		for _, m := range mods {
 			busy := d.look(m, now, h, &heavy)
+			anyBusy = anyBusy || busy
 			d.mu.Lock()
 			if busy {
 				d.mods[m] = now
@@ -149,11 +158,16 @@ func (d *watchdog) run() {
 			}
 			d.mu.Unlock()
 		}
-		if len(heavy) > 0 && h.gcs == d.prevGCs {
-			// No collection since the last tick to tell: force one. (While
-			// a call allocates fast, collections come by themselves, and
-			// the next tick reads the live heap they found.)
-			d.confirm(heavy)
+		if len(heavy) > 0 && h.gcs == d.prevGCs && d.confirming.CompareAndSwap(false, true) {
+			// No collection since the last tick to tell: force one, beside
+			// the ticks (a collection waits for a huge copy to end, and
+			// meanwhile the ticks go on and may interrupt at twice the
+			// budget). While a call allocates fast, collections come by
+			// themselves, and the next tick reads the live heap they found.
+			go func() {
+				defer d.confirming.Store(false)
+				d.confirm(slices.Clone(heavy))
+			}()
 		}
 		d.keepBounded(mods, h.objects, h.live)
 		d.prevObjects, d.prevLive, d.prevGCs = h.objects, h.live, h.gcs
@@ -208,6 +222,14 @@ func (d *watchdog) look(m *jsModule, now time.Time, h heap, heavy *[]*jsRuntime)
 			rt.interrupt(context.Cause(rt.ctx))
 		case d.budget > 0 && h.gcs > rt.gcs && h.live > rt.base+d.budget:
 			rt.interrupt(ErrMemory)
+		case d.budget > 0 && h.objects > rt.base+d.budget+d.budget/2:
+			// Past one and a half budgets: garbage the collector has not
+			// reached yet cannot make that much unless the live heap is
+			// larger still (a collection starts once the heap doubles),
+			// and waiting for a collection to confirm lets a call that
+			// doubles what it holds at every step (s = s + s) take
+			// gigabytes meanwhile.
+			rt.interrupt(ErrMemory)
 		case d.budget > 0 && h.objects > rt.base+d.budget:
 			*heavy = append(*heavy, rt)
 		}
@@ -225,7 +247,7 @@ func (rt *jsRuntime) interrupt(reason error) {
 // confirm forces a collection and interrupts the calls of heavy (still in
 // progress) that are past their budget by the live heap it found.
 func (d *watchdog) confirm(heavy []*jsRuntime) {
-	live := d.collect()
+	live := collect()
 	for _, rt := range heavy {
 		m := rt.mod
 		m.mu.Lock()
@@ -249,7 +271,27 @@ func (d *watchdog) keepBounded(mods []*jsModule, objects, live uint64) {
 	if d.budget == 0 {
 		return
 	}
-	if d.remeasure {
+	if base := d.idleBase.Load(); live < base {
+		d.idleBase.Store(live)
+	}
+	if !d.remeasure.Load() && objects <= d.idleBase.Load()+d.budget {
+		return
+	}
+	// A collection may be needed: it runs beside the ticks, which must go
+	// on looking after the calls in progress meanwhile.
+	if !d.bounding.CompareAndSwap(false, true) {
+		return
+	}
+	mods = slices.Clone(mods)
+	go func() {
+		defer d.bounding.Store(false)
+		d.bound(mods)
+	}()
+}
+
+// bound is keepBounded's collection and what follows from it.
+func (d *watchdog) bound(mods []*jsModule) {
+	if d.remeasure.Load() {
 		for _, m := range mods {
 			m.mu.Lock()
 			held := slices.ContainsFunc(m.all, func(rt *jsRuntime) bool { return rt.retired })
@@ -258,18 +300,13 @@ func (d *watchdog) keepBounded(mods []*jsModule, objects, live uint64) {
 				return
 			}
 		}
-		d.remeasure = false
-		d.idleBase = d.collect()
+		d.idleBase.Store(collect())
+		d.remeasure.Store(false)
 		return
 	}
-	if live < d.idleBase {
-		d.idleBase = live
-	}
-	if objects <= d.idleBase+d.budget {
-		return
-	}
-	if live = d.collect(); live <= d.idleBase+d.budget {
-		d.idleBase = min(d.idleBase, live)
+	live := collect()
+	if base := d.idleBase.Load(); live <= base+d.budget {
+		d.idleBase.Store(min(base, live))
 		return
 	}
 	for _, m := range mods {
@@ -281,14 +318,15 @@ func (d *watchdog) keepBounded(mods []*jsModule, objects, live uint64) {
 		m.idle = nil
 		m.mu.Unlock()
 	}
-	d.remeasure = true
+	d.remeasure.Store(true)
 }
 
 // collect forces a collection and returns the live heap it found.
-func (d *watchdog) collect() uint64 {
+func collect() uint64 {
 	runtime.GC()
-	metrics.Read(d.samples)
-	return d.samples[1].Value.Uint64()
+	s := []metrics.Sample{{Name: metricHeapLive}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 // retire stops watching m (under d.mu). A call that began as it retired
