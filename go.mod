@@ -1,4 +1,4 @@
-module stategate
+module github.com/stategate/stategate
 
 go 1.26
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"stategate/gate"
+	"github.com/stategate/stategate/gate"
 )
 
 // benchSession starts an MCP session on the gate's HTTP handler, in

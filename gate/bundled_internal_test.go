@@ -14,9 +14,9 @@ import (
 	"strings"
 	"testing"
 
-	"stategate/interp"
-	"stategate/store"
-	"stategate/xstate"
+	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/xstate"
 )
 
 // The walk of the bundled machines: every machine the machines folder

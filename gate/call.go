@@ -13,8 +13,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"stategate/interp"
-	"stategate/store"
+	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/store"
 )
 
 // maxSaveRetries bounds the retries of a call whose save found the

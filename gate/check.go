@@ -3,7 +3,7 @@ package gate
 import (
 	"fmt"
 
-	"stategate/xstate"
+	"github.com/stategate/stategate/xstate"
 )
 
 // Check checks machine files as xstate.Check does, and then as a server

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"stategate/gate"
-	"stategate/xstate"
+	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/xstate"
 )
 
 // TestCheck checks folders as a server would serve them: each case is a

@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"stategate/store"
+	"github.com/stategate/stategate/store"
 )
 
 // relay invokes a child machine that counts chunks and reports progress

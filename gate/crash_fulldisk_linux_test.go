@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"testing"
 
-	"stategate/store"
+	"github.com/stategate/stategate/store"
 )
 
 // crashFullDisk runs the server on a small tmpfs until its reserve

@@ -20,7 +20,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"stategate/store"
+	"github.com/stategate/stategate/store"
 )
 
 var crashFull = flag.Bool("crash.full", false, "run the whole crash-and-damage suite: 40 kills under load, damaged stores, a full disk (root)")

@@ -14,8 +14,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"stategate/interp"
-	"stategate/xstate"
+	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/xstate"
 )
 
 // spinner spins on an eventless transition after SPIN, while its guard

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"stategate/gate"
-	"stategate/store"
-	"stategate/xstate"
+	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/xstate"
 )
 
 // logBuffer is a log that tests read.

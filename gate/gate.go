@@ -33,9 +33,9 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"stategate/interp"
-	"stategate/store"
-	"stategate/xstate"
+	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/xstate"
 )
 
 // DefaultInstance is the instance of a machine with no handle key that a
@@ -249,7 +249,7 @@ func New(opts Options) *Gate {
 // to, with the name asked for in their _meta (metaRequestedTool).
 const (
 	unknownTool       = "stategate.unknown-tool"
-	metaRequestedTool = "stategate/requestedTool"
+	metaRequestedTool = "github.com/stategate/stategate/requestedTool"
 )
 
 // negotiate keeps an initialize's protocol version within what the

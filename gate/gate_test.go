@@ -12,10 +12,10 @@ import (
 	"strings"
 	"testing"
 
-	"stategate/gate"
-	"stategate/interp"
-	"stategate/store"
-	"stategate/xstate"
+	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/xstate"
 )
 
 func writeMachine(t *testing.T, name, src string) string {

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"stategate/gate"
-	"stategate/store"
+	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/store"
 )
 
 func hostOf(t *testing.T, raw string) string {

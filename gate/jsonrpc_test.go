@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"stategate/gate"
-	"stategate/store"
+	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/store"
 )
 
 // malformed are messages JSON-RPC and MCP refuse, and the error code and

@@ -15,8 +15,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"stategate/interp"
-	"stategate/xstate"
+	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/xstate"
 )
 
 // Machine is a machine served as a workflow: its tools, built from the

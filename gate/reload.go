@@ -16,7 +16,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	"stategate/xstate"
+	"github.com/stategate/stategate/xstate"
 )
 
 // Debounce is how long the watcher waits after a change to a machine

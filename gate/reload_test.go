@@ -13,9 +13,9 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"stategate/gate"
-	"stategate/store"
-	"stategate/xstate"
+	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/xstate"
 )
 
 const lampV1 = `{"id":"lamp","initial":"off","states":{"off":{"on":{"ON":"on"}},"on":{"on":{"OFF":"off"}}}}`

@@ -6,9 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"stategate/gate"
-	"stategate/store"
-	"stategate/xstate"
+	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/xstate"
 )
 
 // TestResetStartsAfresh resets a stored instance as `state reset` does (a

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"stategate/store"
+	"github.com/stategate/stategate/store"
 )
 
 // flakyStore is a store whose next save can be made to fail, or be

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"stategate/interp"
-	"stategate/store"
+	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/store"
 )
 
 // wallClock is the clock of the actors a call runs: it tells the real

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"stategate/gate"
-	"stategate/store"
-	"stategate/xstate"
+	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/xstate"
 )
 
 const kettle = `{"id":"kettle","initial":"cold","states":{

@@ -3,8 +3,8 @@ package interp_test
 import (
 	"testing"
 
-	"stategate/interp"
-	"stategate/xstate"
+	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/xstate"
 )
 
 func mustJSON(tb testing.TB, src string) *interp.Machine {

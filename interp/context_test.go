@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"stategate/interp"
+	"github.com/stategate/stategate/interp"
 )
 
 // spinJSON loops on an eventless transition while its guard holds: a

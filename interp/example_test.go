@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"stategate/interp"
-	"stategate/xstate"
+	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/xstate"
 )
 
 const trafficLight = `{

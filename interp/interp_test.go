@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"stategate/interp"
+	"github.com/stategate/stategate/interp"
 )
 
 const playerJSON = `{

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"stategate/store"
+	"github.com/stategate/stategate/store"
 )
 
 // An operator's reset is a record like any other: the instance starts

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"stategate/interp"
+	"github.com/stategate/stategate/interp"
 )
 
 // machineExts are the extensions of machine files.

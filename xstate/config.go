@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"stategate/interp"
+	"github.com/stategate/stategate/interp"
 )
 
 // ErrInvalid is wrapped by every error about a machine file that cannot be

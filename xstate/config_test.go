@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"stategate/interp"
+	"github.com/stategate/stategate/interp"
 )
 
 func TestParseJSONErrors(t *testing.T) {

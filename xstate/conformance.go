@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"stategate/interp"
+	"github.com/stategate/stategate/interp"
 )
 
 // Case is a conformance case (see testdata/conformance): a machine, its

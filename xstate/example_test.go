@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"stategate/interp"
-	"stategate/xstate"
+	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/xstate"
 )
 
 func ExampleParseJSON() {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"stategate/interp"
+	"github.com/stategate/stategate/interp"
 )
 
 func jsFile(name string) string { return filepath.Join("testdata", "js", name) }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/dop251/goja"
 
-	"stategate/interp"
+	"github.com/stategate/stategate/interp"
 )
 
 // BenchmarkJSStep times the bridge on a small module: a step with a guard

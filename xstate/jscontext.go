@@ -6,7 +6,7 @@ import (
 
 	"github.com/dop251/goja"
 
-	"stategate/interp"
+	"github.com/stategate/stategate/interp"
 )
 
 // ctxObj is a machine's context, or an event, as JavaScript code sees it:

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"stategate/interp"
+	"github.com/stategate/stategate/interp"
 )
 
 // sandboxRuntime returns a runtime of a module loaded with a memory

@@ -13,7 +13,7 @@ import (
 	"github.com/dop251/goja"
 	"github.com/evanw/esbuild/pkg/api"
 
-	"stategate/interp"
+	"github.com/stategate/stategate/interp"
 )
 
 // DefaultTimeout is how long one call into a machine's JavaScript (a

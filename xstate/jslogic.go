@@ -5,7 +5,7 @@ import (
 
 	"github.com/dop251/goja"
 
-	"stategate/interp"
+	"github.com/stategate/stategate/interp"
 )
 
 // The actor logics of fromPromise, fromCallback, fromTransition,

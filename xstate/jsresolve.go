@@ -6,7 +6,7 @@ import (
 
 	"github.com/dop251/goja"
 
-	"stategate/interp"
+	"github.com/stategate/stategate/interp"
 )
 
 // jsResolver turns the functions and shim descriptions of a module into

@@ -19,7 +19,7 @@ import (
 
 	"github.com/dop251/goja"
 
-	"stategate/interp"
+	"github.com/stategate/stategate/interp"
 )
 
 var jsonUnmarshal = json.Unmarshal

@@ -13,7 +13,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
-	"stategate/interp"
+	"github.com/stategate/stategate/interp"
 )
 
 // DefaultMemory is the memory budget of a machine's JavaScript: how much

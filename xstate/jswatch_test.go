@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"stategate/interp"
+	"github.com/stategate/stategate/interp"
 )
 
 // testMemory is the memory budget of the tests that exceed it: small, so

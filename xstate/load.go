@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"stategate/interp"
+	"github.com/stategate/stategate/interp"
 )
 
 // ParseJSON reads an XState v5 JSON config (what visual editors export and

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"stategate/interp"
+	"github.com/stategate/stategate/interp"
 )
 
 // TestPersistedChildren runs the cases of testdata/persist: events, a

@@ -3,7 +3,7 @@ package xstate
 import (
 	"maps"
 
-	"stategate/interp"
+	"github.com/stategate/stategate/interp"
 )
 
 // Registry is a table of named implementations written in Go: guards,

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"stategate/store"
+	"github.com/stategate/stategate/store"
 )
 
 func TestByteSize(t *testing.T) {

@@ -16,8 +16,8 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	"stategate/gate"
-	"stategate/xstate"
+	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/xstate"
 )
 
 // version is the binary's version, as MCP clients see it.

@@ -20,9 +20,9 @@ import (
 
 	"golang.org/x/term"
 
-	"stategate/gate"
-	"stategate/store"
-	"stategate/xstate"
+	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/xstate"
 )
 
 type serveCmd struct {

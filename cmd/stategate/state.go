@@ -9,7 +9,7 @@ import (
 	"os"
 	"sort"
 
-	"stategate/store"
+	"github.com/stategate/stategate/store"
 )
 
 type stateCmd struct {

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"stategate/store"
+	"github.com/stategate/stategate/store"
 )
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
