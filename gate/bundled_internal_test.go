@@ -62,7 +62,7 @@ func TestBundledMachinesNeverStrand(t *testing.T) {
 	if errs := lib.Errors(); len(errs) > 0 {
 		t.Fatalf("bundled machines that fail to load: %v", errs)
 	}
-	ms := g.Machines()
+	ms := g.Workflows()
 	if len(ms) == 0 {
 		t.Fatal("no bundled machine is served")
 	}
@@ -90,7 +90,7 @@ func TestWalkFindsStrandedStates(t *testing.T) {
 	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m, _, err := LoadMachine(&xstate.Loader{}, f, "")
+	m, _, err := LoadWorkflow(&xstate.Loader{}, f, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestWalkFindsStrandedStates(t *testing.T) {
 }
 
 // walkMachine walks a machine and returns what strands an agent.
-func walkMachine(t *testing.T, g *Gate, m *Machine) (problems []string) {
+func walkMachine(t *testing.T, g *Gate, m *Workflow) (problems []string) {
 	args := map[string][]map[string]any{}
 	for _, tl := range m.Tools {
 		args[tl.Name] = argumentSets(t, m, tl)
@@ -134,7 +134,7 @@ func walkMachine(t *testing.T, g *Gate, m *Machine) (problems []string) {
 		nodes = append(nodes, n)
 		return len(nodes) - 1
 	}
-	start := interp.NewActor(m.M, interp.ActorOptions{ID: m.ID})
+	start := interp.NewActor(m.Machine, interp.ActorOptions{ID: m.ID})
 	start.Start()
 	add(&walkNode{snap: detached(start), timers: start.PendingTimers()})
 	start.Stop()
@@ -202,10 +202,10 @@ func walkMachine(t *testing.T, g *Gate, m *Machine) (problems []string) {
 
 // walkStep runs one call (or, with timer set, the earliest pending timer)
 // on a state and returns the state it leads to.
-func walkStep(n *walkNode, m *Machine, ev interp.Event, timer bool) *walkNode {
+func walkStep(n *walkNode, m *Workflow, ev interp.Event, timer bool) *walkNode {
 	clock := interp.NewSimClock()
 	clock.Advance(n.now)
-	a := interp.NewActor(m.M, interp.ActorOptions{ID: m.ID, Snapshot: n.snap, Timers: n.timers, Clock: clock})
+	a := interp.NewActor(m.Machine, interp.ActorOptions{ID: m.ID, Snapshot: n.snap, Timers: n.timers, Clock: clock})
 	a.Start()
 	if timer {
 		due := math.Inf(1)
@@ -247,7 +247,7 @@ func walkPath(n *walkNode) string {
 	return strings.Join(n.path, ", ")
 }
 
-func toolNamed(m *Machine, name string) *Tool {
+func toolNamed(m *Workflow, name string) *Tool {
 	for _, tl := range m.Tools {
 		if tl.Name == name {
 			return tl
@@ -261,7 +261,7 @@ func toolNamed(m *Machine, name string) *Tool {
 // property's `examples` when it has some, else its `enum`, else a value of
 // its type within its bounds; properties that are not required are left
 // out unless they have examples. Each set must pass the tool's schema.
-func argumentSets(t *testing.T, m *Machine, tl *Tool) []map[string]any {
+func argumentSets(t *testing.T, m *Workflow, tl *Tool) []map[string]any {
 	props, _ := tl.Schema["properties"].(map[string]any)
 	required := map[string]bool{}
 	if r, ok := tl.Schema["required"].([]any); ok {

@@ -128,7 +128,7 @@ func (g *Gate) callEvent(ctx context.Context, t *Tool, handle string, args map[s
 }
 
 // status answers the status tool.
-func (g *Gate) status(ctx context.Context, m *Machine, handle string) (*mcp.CallToolResult, error) {
+func (g *Gate) status(ctx context.Context, m *Workflow, handle string) (*mcp.CallToolResult, error) {
 	in, err := g.load(ctx, m, handle)
 	if err != nil {
 		return errorResult("ERROR", "ERROR: "+err.Error(), nil), nil
@@ -154,7 +154,7 @@ func (g *Gate) status(ctx context.Context, m *Machine, handle string) (*mcp.Call
 
 // reset starts an instance afresh; it is allowed only once the instance is
 // done or failed.
-func (g *Gate) reset(ctx context.Context, m *Machine, handle string) (*mcp.CallToolResult, error) {
+func (g *Gate) reset(ctx context.Context, m *Workflow, handle string) (*mcp.CallToolResult, error) {
 	unlock := g.locks.lock(instanceKey(m, handle))
 	defer unlock()
 	in, err := g.load(ctx, m, handle)
@@ -351,7 +351,7 @@ func errorResult(code, text string, structured map[string]any) *mcp.CallToolResu
 
 // refusal is a FORBIDDEN or REJECTED result: it names the state and the
 // tools allowed now, and the machine does not move.
-func refusal(code, why string, m *Machine, handle string, v view) *mcp.CallToolResult {
+func refusal(code, why string, m *Workflow, handle string, v view) *mcp.CallToolResult {
 	text := fmt.Sprintf("%s: %s. Allowed now: %s.", code, why, joinTools(v.tools))
 	return textResult(text, map[string]any{
 		"error": code, "machine": m.ID, "handle": handle, "state": v.snap.Value(), "allowed": v.tools,
@@ -360,13 +360,13 @@ func refusal(code, why string, m *Machine, handle string, v view) *mcp.CallToolR
 
 // success reports an instance after a call moved it: its state, status,
 // context, output when done, and the tools it allows now.
-func success(m *Machine, handle string, v view, emitted []map[string]any) *mcp.CallToolResult {
+func success(m *Workflow, handle string, v view, emitted []map[string]any) *mcp.CallToolResult {
 	return report(m, handle, v, emitted, "is now")
 }
 
 // report reports an instance; verb says whether it moved ("is now") or is
 // only read ("is").
-func report(m *Machine, handle string, v view, emitted []map[string]any, verb string) *mcp.CallToolResult {
+func report(m *Workflow, handle string, v view, emitted []map[string]any, verb string) *mcp.CallToolResult {
 	s := v.snap
 	sc := map[string]any{
 		"machine": m.ID, "handle": handle, "state": s.Value(), "status": s.Status.String(),

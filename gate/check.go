@@ -17,14 +17,14 @@ func Check(l *xstate.Loader, paths []string, handleKey string) (*xstate.Report, 
 	if err != nil {
 		return nil, err
 	}
-	built := map[string]*Machine{}
+	built := map[string]*Workflow{}
 	var found []string
 	for i := range rep.Files {
 		r := &rep.Files[i]
 		if r.Failed || r.Skipped != "" || r.Machine == nil {
 			continue
 		}
-		m, err := newMachine(r.Machine, r.File, handleKey)
+		m, err := newWorkflow(r.Machine, r.File, handleKey)
 		if err != nil {
 			r.Failed = true
 			r.Diags = append(r.Diags, xstate.Diagnostic{File: r.File, Msg: err.Error()})

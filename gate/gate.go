@@ -67,7 +67,7 @@ type Gate struct {
 	store store.Store
 	srv   *server.MCPServer
 
-	// served is what the gate serves, replaced whole by SetMachines (under
+	// served is what the gate serves, replaced whole by SetWorkflows (under
 	// setMu) and read without a lock.
 	served atomic.Pointer[served]
 	setMu  sync.Mutex
@@ -125,7 +125,7 @@ func (g *Gate) publicError(err error) string {
 
 // loadError returns the error of a machine's file, if it fails to load
 // now (its last good version is served).
-func (g *Gate) loadError(m *Machine) error {
+func (g *Gate) loadError(m *Workflow) error {
 	g.errMu.Lock()
 	defer g.errMu.Unlock()
 	return g.loadErrs[m.File]
@@ -133,7 +133,7 @@ func (g *Gate) loadError(m *Machine) error {
 
 // toolRef is what a tool name stands for.
 type toolRef struct {
-	m    *Machine
+	m    *Workflow
 	kind toolKind
 	tool *Tool // for event tools
 	// full and compact are the tool as listed, outside and in the
@@ -172,8 +172,8 @@ type session struct {
 
 // served is the machines a gate serves and their tools.
 type served struct {
-	machines map[string]*Machine // by id
-	sorted   []*Machine          // the same, sorted by id
+	machines map[string]*Workflow // by id
+	sorted   []*Workflow          // the same, sorted by id
 	tools    map[string]*toolRef // by tool name
 }
 
@@ -181,7 +181,7 @@ type served struct {
 func New(opts Options) *Gate {
 	g := &Gate{opts: opts, log: opts.Logger, store: opts.Store, sessions: map[string]*session{}, byName: map[string]*session{}, viewers: map[store.Key]map[*session]bool{}, cache: map[store.Key]*instance{}}
 	_, _ = rand.Read(g.nameKey[:])
-	g.served.Store(&served{machines: map[string]*Machine{}, tools: map[string]*toolRef{}})
+	g.served.Store(&served{machines: map[string]*Workflow{}, tools: map[string]*toolRef{}})
 	if g.log == nil {
 		g.log = slog.Default()
 	}
@@ -280,35 +280,35 @@ func (g *Gate) Server() *server.MCPServer { return g.srv }
 // read.
 func (g *Gate) Activity() uint64 { return g.activity.Load() }
 
-// Machines returns the served machines, sorted by id.
-func (g *Gate) Machines() []*Machine {
-	return slices.Clone(g.machineList())
+// Workflows returns the served machines, sorted by id.
+func (g *Gate) Workflows() []*Workflow {
+	return slices.Clone(g.workflowList())
 }
 
-// machineList returns the served machines sorted by id; the slice is
+// workflowList returns the served machines sorted by id; the slice is
 // shared and must not be changed.
-func (g *Gate) machineList() []*Machine { return g.served.Load().sorted }
+func (g *Gate) workflowList() []*Workflow { return g.served.Load().sorted }
 
-// ErrToolClash is returned by SetMachines when two machines make tools of
+// ErrToolClash is returned by SetWorkflows when two workflows make tools of
 // one name.
 var ErrToolClash = errors.New("tool name clash")
 
-// SetMachines replaces the served machines. Tools of machines no longer
+// SetWorkflows replaces the served machines. Tools of machines no longer
 // served are removed; sessions whose tool list changes are told.
-func (g *Gate) SetMachines(ms []*Machine) error {
-	if err := g.setMachines(ms); err != nil {
+func (g *Gate) SetWorkflows(ms []*Workflow) error {
+	if err := g.setWorkflows(ms); err != nil {
 		return err
 	}
 	g.refreshAll(context.Background())
 	return nil
 }
 
-// setMachines replaces what the gate serves; calls are serialized.
-func (g *Gate) setMachines(ms []*Machine) error {
+// setWorkflows replaces what the gate serves; calls are serialized.
+func (g *Gate) setWorkflows(ms []*Workflow) error {
 	g.setMu.Lock()
 	defer g.setMu.Unlock()
 	tools := map[string]*toolRef{}
-	ids := map[string]*Machine{}
+	ids := map[string]*Workflow{}
 	add := func(name string, ref toolRef) error {
 		if other, dup := tools[name]; dup {
 			return fmt.Errorf("%w: %s is a tool of %s (%s) and of %s (%s)", ErrToolClash, name, other.m.ID, other.m.File, ref.m.ID, ref.m.File)
@@ -355,7 +355,7 @@ func (g *Gate) setMachines(ms []*Machine) error {
 	}
 	sort.Slice(add2, func(i, j int) bool { return add2[i].Tool.Name < add2[j].Tool.Name })
 	g.srv.AddTools(add2...)
-	sorted := slices.SortedFunc(maps.Values(ids), func(a, b *Machine) int { return strings.Compare(a.ID, b.ID) })
+	sorted := slices.SortedFunc(maps.Values(ids), func(a, b *Workflow) int { return strings.Compare(a.ID, b.ID) })
 	old := g.served.Swap(&served{machines: ids, tools: tools, sorted: sorted}).tools
 	var gone []string
 	for name := range old {
@@ -493,7 +493,7 @@ func (g *Gate) dropSession(id string) {
 
 // useHandle makes a session see an instance of a handle-key machine; it
 // reports whether that is a change.
-func (g *Gate) useHandle(s *session, m *Machine, h string) bool {
+func (g *Gate) useHandle(s *session, m *Workflow, h string) bool {
 	g.sessMu.Lock()
 	defer g.sessMu.Unlock()
 	s.mu.Lock()
@@ -527,7 +527,7 @@ func (g *Gate) unview(s *session, key store.Key) {
 }
 
 // sessionsSeeing returns the sessions that see an instance.
-func (g *Gate) sessionsSeeing(m *Machine, handle string) []*session {
+func (g *Gate) sessionsSeeing(m *Workflow, handle string) []*session {
 	g.sessMu.Lock()
 	defer g.sessMu.Unlock()
 	switch {
@@ -565,7 +565,7 @@ func (g *Gate) allSessions() []*session {
 // instanceOf returns the handle of the instance a session sees of a
 // machine: for a machine with a handle key, the one it used last ("" when
 // none: it sees the initial state); else its own, or the shared one.
-func (g *Gate) instanceOf(s *session, m *Machine) string {
+func (g *Gate) instanceOf(s *session, m *Workflow) string {
 	if m.HandleKey != "" {
 		if s == nil {
 			return ""
@@ -600,7 +600,7 @@ type view struct {
 // (snapshot.can), keeping a tool whose guard said no after reading the
 // event's payload (the call decides); none but reset once it is done or
 // failed; the status tool always.
-func (g *Gate) viewOf(m *Machine, s *interp.Snapshot) view {
+func (g *Gate) viewOf(m *Workflow, s *interp.Snapshot) view {
 	v := view{snap: s, tools: []string{m.StatusTool}, initial: m.initialState(s)}
 	if s.Status != interp.StatusActive {
 		v.tools = append(v.tools, m.ResetTool)
@@ -627,7 +627,7 @@ type shown struct {
 // shownTo computes what a session's tool list is made of, machine by
 // machine, and records it as what the session was last shown.
 func (g *Gate) shownTo(ctx context.Context, s *session) []shown {
-	ms := g.machineList()
+	ms := g.workflowList()
 	out := make([]shown, len(ms))
 	for i, m := range ms {
 		out[i] = shown{id: m.ID, version: m.listing}
@@ -687,7 +687,7 @@ func (g *Gate) listFor(ctx context.Context, s *session) []mcp.Tool {
 
 // current returns an instance's view: its stored snapshot, or the
 // machine's initial state when it has none (nothing is created).
-func (g *Gate) current(ctx context.Context, m *Machine, handle string) (view, error) {
+func (g *Gate) current(ctx context.Context, m *Workflow, handle string) (view, error) {
 	if handle == "" {
 		m.initOnce.Do(func() {
 			if m.initSnap != nil {
@@ -708,7 +708,7 @@ func (g *Gate) current(ctx context.Context, m *Machine, handle string) (view, er
 
 // refresh tells the sessions that see an instance that their tool list
 // changed, when it did.
-func (g *Gate) refresh(ctx context.Context, m *Machine, handle string) {
+func (g *Gate) refresh(ctx context.Context, m *Workflow, handle string) {
 	for _, s := range g.sessionsSeeing(m, handle) {
 		g.refreshSession(ctx, s)
 	}
@@ -741,7 +741,7 @@ func (g *Gate) refreshSession(ctx context.Context, s *session) {
 // instance is a loaded workflow instance: an immutable snapshot at a
 // version of the store, and what it allows (computed once).
 type instance struct {
-	m       *Machine
+	m       *Workflow
 	handle  string
 	snap    *interp.Snapshot
 	version uint64        // 0: not stored yet
@@ -766,7 +766,7 @@ const maxCached = 1 << 14
 // load returns an instance: from the cache, else restored from the store,
 // else started afresh (its entry actions run) and not stored yet. The
 // cache is authoritative: this process is the only writer of its store.
-func (g *Gate) load(ctx context.Context, m *Machine, handle string) (*instance, error) {
+func (g *Gate) load(ctx context.Context, m *Workflow, handle string) (*instance, error) {
 	key := instanceKey(m, handle)
 	g.cacheMu.Lock()
 	in := g.cache[key]
@@ -801,11 +801,11 @@ func (g *Gate) load(ctx context.Context, m *Machine, handle string) (*instance, 
 		// the instance moves to the nearest surviving ancestor's initial
 		// state, and that is logged, never silent.
 		var migrated *store.Migration
-		if pruned, cut := m.M.Prune(p.Value); cut {
+		if pruned, cut := m.Machine.Prune(p.Value); cut {
 			migrated = &store.Migration{From: p.Value.Plain(), FromVersion: rec.MachineVersion, ToVersion: m.Version}
 			p.Value = pruned
 		}
-		snap, err := m.M.Restore(&p)
+		snap, err := m.Machine.Restore(&p)
 		if err != nil {
 			return nil, fmt.Errorf("instance %s/%s: %w", m.ID, handle, err)
 		}
@@ -879,10 +879,10 @@ func (g *Gate) save(ctx context.Context, in *instance, snap *interp.Snapshot, ti
 // fresh starts a new instance (its entry actions run) and returns its
 // snapshot and timers; an error when its start did not end within the
 // event deadline, or ctx ended first.
-func (g *Gate) fresh(ctx context.Context, m *Machine) (*interp.Snapshot, []store.Timer, error) {
+func (g *Gate) fresh(ctx context.Context, m *Workflow) (*interp.Snapshot, []store.Timer, error) {
 	ctx, cancel := g.eventContext(ctx)
 	defer cancel()
-	a := interp.NewActor(m.M, interp.ActorOptions{ID: m.ID, Clock: newWallClock(), Context: ctx})
+	a := interp.NewActor(m.Machine, interp.ActorOptions{ID: m.ID, Clock: newWallClock(), Context: ctx})
 	a.Start()
 	snap, timers := detached(a), storedTimers(a.PendingTimers())
 	a.Stop()
@@ -941,7 +941,7 @@ func (g *Gate) step(ctx context.Context, in *instance, ev interp.Event, fired *s
 		e, _ := interp.EventFromObject(t.Event)
 		pending = append(pending, interp.PendingTimer{ID: t.ID, Event: e, Due: float64(t.Due.UnixMilli()), Path: t.Path, To: t.To})
 	}
-	a := interp.NewActor(in.m.M, interp.ActorOptions{
+	a := interp.NewActor(in.m.Machine, interp.ActorOptions{
 		ID: in.m.ID, Snapshot: in.snap, Timers: pending, Clock: newWallClock(), Context: ctx,
 		OnEmit: func(e interp.Event) { out.emitted = append(out.emitted, e.Object()) },
 	})
@@ -1009,7 +1009,7 @@ func (k *keyedMutex) lock(key store.Key) func() {
 }
 
 // instanceKey names an instance of a machine, as the store does.
-func instanceKey(m *Machine, handle string) store.Key {
+func instanceKey(m *Workflow, handle string) store.Key {
 	return store.Key{Machine: m.ID, Handle: handle}
 }
 

@@ -29,7 +29,7 @@ func writeMachine(t *testing.T, name, src string) string {
 
 func TestBuiltinsYieldToEvents(t *testing.T) {
 	f := writeMachine(t, "game.json", `{"id":"game","initial":"on","states":{"on":{"on":{"RESET":"on","STATUS":"on","Jump!":"on"}}}}`)
-	m, _, err := gate.LoadMachine(&xstate.Loader{}, f, "")
+	m, _, err := gate.LoadWorkflow(&xstate.Loader{}, f, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestBuiltinsYieldToEvents(t *testing.T) {
 
 func TestToolNameClash(t *testing.T) {
 	f := writeMachine(t, "m.json", `{"id":"m","initial":"a","states":{"a":{"on":{"A_B":"a","A-B":{"target":"a","meta":{"tool":{"name":"m_a_b"}}}}}}}`)
-	_, _, err := gate.LoadMachine(&xstate.Loader{}, f, "")
+	_, _, err := gate.LoadWorkflow(&xstate.Loader{}, f, "")
 	if err == nil || !strings.Contains(err.Error(), `"A-B"`) || !strings.Contains(err.Error(), `"A_B"`) {
 		t.Fatalf("err = %v, want a clash naming both events", err)
 	}
@@ -55,7 +55,7 @@ func TestToolNameClash(t *testing.T) {
 
 func TestMissingGuardIsRefused(t *testing.T) {
 	f := writeMachine(t, "m.json", `{"id":"m","initial":"a","states":{"a":{"on":{"GO":{"guard":"ready","target":"a"}}}}}`)
-	_, _, err := gate.LoadMachine(&xstate.Loader{}, f, "")
+	_, _, err := gate.LoadWorkflow(&xstate.Loader{}, f, "")
 	if err == nil || !strings.Contains(err.Error(), `guard "ready" has no implementation`) {
 		t.Fatalf("err = %v", err)
 	}
@@ -83,9 +83,9 @@ export default createMachine({ id: 'fragile', initial: 'a', context: { n: 0 }, s
 // and annotations reach the tool, and a field of the wrong type or an
 // unknown one is an error naming the event, the state and the field.
 func TestMetaTool(t *testing.T) {
-	load := func(tool string) (*gate.Machine, error) {
+	load := func(tool string) (*gate.Workflow, error) {
 		f := writeMachine(t, "m.json", `{"id":"m","initial":"a","states":{"a":{"on":{"GO":{"target":"a","meta":{"tool":`+tool+`}}}}}}`)
-		m, _, err := gate.LoadMachine(&xstate.Loader{}, f, "")
+		m, _, err := gate.LoadWorkflow(&xstate.Loader{}, f, "")
 		return m, err
 	}
 	m, err := load(`{"name":"m.go-now","title":"Go now","annotations":{"destructiveHint":true,"idempotentHint":false}}`)
@@ -217,7 +217,7 @@ func TestHandleKeyClashIsALoadError(t *testing.T) {
 		t.Fatalf("invoice.json with --handle-key amount: err = %v", err)
 	}
 	var served []string
-	for _, m := range g.Machines() {
+	for _, m := range g.Workflows() {
 		served = append(served, m.ID)
 	}
 	if !slices.Equal(served, []string{"migration"}) {

@@ -32,7 +32,7 @@ type Library struct {
 	g         *Gate
 
 	mu     sync.Mutex
-	good   map[string]*Machine // by file
+	good   map[string]*Workflow // by file
 	errors map[string]error    // by file
 	// warned is, by file, what the last warnings logged for it were
 	// about (its version and the warnings): they are logged once per
@@ -47,7 +47,7 @@ type Library struct {
 	// machines import), by file, with their versions.
 	helpers map[string]string
 	// served is what the gate serves, by file.
-	served map[string]*Machine
+	served map[string]*Workflow
 }
 
 // NewLibrary makes a library of a folder served by a gate. A Loader with
@@ -57,7 +57,7 @@ func NewLibrary(g *Gate, l *xstate.Loader, dir, handleKey string) *Library {
 	if l.Root == "" {
 		l.Root = dir
 	}
-	return &Library{dir: dir, loader: l, handleKey: handleKey, g: g, good: map[string]*Machine{}, errors: map[string]error{}, helpers: map[string]string{},
+	return &Library{dir: dir, loader: l, handleKey: handleKey, g: g, good: map[string]*Workflow{}, errors: map[string]error{}, helpers: map[string]string{},
 		warned: map[string]string{}, irregular: map[string]bool{}}
 }
 
@@ -90,7 +90,7 @@ func (lib *Library) Reload() error {
 	// imports (a JSON config a module builds its machine from, a helper)
 	// is part of that machine, not one of its own.
 	type loaded struct {
-		m     *Machine
+		m     *Workflow
 		warns []xstate.Diagnostic
 		err   error
 		fresh bool // loaded now (not the last good version, unchanged)
@@ -106,10 +106,10 @@ func (lib *Library) Reload() error {
 		if v, ok := lib.helpers[f]; ok && v == fileVersion(f) {
 			continue // a module that exports no machine, unchanged
 		}
-		m, warns, err := LoadMachine(lib.loader, f, lib.handleKey)
+		m, warns, err := LoadWorkflow(lib.loader, f, lib.handleKey)
 		results[f] = loaded{m: m, warns: warns, err: err, fresh: true}
 	}
-	var good []*Machine
+	var good []*Workflow
 	for _, r := range results {
 		if r.m != nil {
 			good = append(good, r.m)
@@ -189,11 +189,11 @@ func (lib *Library) Reload() error {
 	lib.loaded = true
 	lib.mu.Unlock()
 	lib.g.setErrors(lib.Errors(), lib.dir)
-	if err := lib.g.SetMachines(ms); err != nil {
+	if err := lib.g.SetWorkflows(ms); err != nil {
 		return err
 	}
 	lib.mu.Lock()
-	lib.served = map[string]*Machine{}
+	lib.served = map[string]*Workflow{}
 	for _, m := range ms {
 		lib.served[m.File] = m
 	}
@@ -207,7 +207,7 @@ func (lib *Library) Reload() error {
 // older file), and the other file's error says why. Such a file keeps the
 // version it served before, if that one clashes with nothing. (A copy of
 // a machine file dropped in the folder does not stop the others.)
-func (lib *Library) withoutClashes() []*Machine {
+func (lib *Library) withoutClashes() []*Workflow {
 	files := slices.Sorted(maps.Keys(lib.good))
 	// Files served now come first, then older files (a copy is newer than
 	// its original).
@@ -224,7 +224,7 @@ func (lib *Library) withoutClashes() []*Machine {
 		return 0
 	})
 	held := claims{}
-	clash := func(m *Machine) error {
+	clash := func(m *Workflow) error {
 		switch kind, name, f := held.taken(m); kind {
 		case "id":
 			return fmt.Errorf("%w: %s", ErrToolClash, copyMessage(m.File, name, f))
@@ -233,7 +233,7 @@ func (lib *Library) withoutClashes() []*Machine {
 		}
 		return nil
 	}
-	var out []*Machine
+	var out []*Workflow
 	for _, f := range files {
 		m := lib.good[f]
 		if err := clash(m); err != nil {
@@ -258,7 +258,7 @@ type claims struct{ ids, names map[string]string }
 // taken returns what of m's a machine taken before holds: kind "id" (its
 // machine id) or "tool" (a tool name), the name, and that machine's file;
 // kind "" when nothing.
-func (c *claims) taken(m *Machine) (kind, name, file string) {
+func (c *claims) taken(m *Workflow) (kind, name, file string) {
 	if f, dup := c.ids[m.ID]; dup {
 		return "id", m.ID, f
 	}
@@ -271,7 +271,7 @@ func (c *claims) taken(m *Machine) (kind, name, file string) {
 }
 
 // take records m's id and tool names as held by file.
-func (c *claims) take(m *Machine, file string) {
+func (c *claims) take(m *Workflow, file string) {
 	if c.ids == nil {
 		c.ids, c.names = map[string]string{}, map[string]string{}
 	}
@@ -282,7 +282,7 @@ func (c *claims) take(m *Machine, file string) {
 }
 
 // toolNames lists the names of a machine's tools, built-in ones included.
-func toolNames(m *Machine) []string {
+func toolNames(m *Workflow) []string {
 	out := []string{m.StatusTool, m.ResetTool}
 	for _, t := range m.Tools {
 		out = append(out, t.Name)
@@ -292,7 +292,7 @@ func toolNames(m *Machine) []string {
 
 // importedBy returns the files (absolute paths) that machines were built
 // from besides their own files.
-func importedBy(ms []*Machine) map[string]bool {
+func importedBy(ms []*Workflow) map[string]bool {
 	out := map[string]bool{}
 	for _, m := range ms {
 		own := absPath(m.File)
@@ -447,8 +447,8 @@ func (lib *Library) warnOnce(f string, warns []xstate.Diagnostic) {
 // id a served machine of another file has (a copy of a JSON machine,
 // whose implementations module is looked up by the copy's name) the error
 // that tells: the id is taken (under lib.mu).
-func (lib *Library) copies(served []*Machine) {
-	byID := map[string]*Machine{}
+func (lib *Library) copies(served []*Workflow) {
+	byID := map[string]*Workflow{}
 	for _, m := range served {
 		byID[m.ID] = m
 	}

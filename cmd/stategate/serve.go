@@ -110,7 +110,7 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 	if err := lib.Reload(); err != nil {
 		return err
 	}
-	ms := g.Machines()
+	ms := g.Workflows()
 	for _, m := range ms {
 		log.Info("serving", "machine", m.ID, "file", m.File, "tools", len(m.Tools)+2, "handleKey", m.HandleKey)
 	}

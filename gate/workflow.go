@@ -19,9 +19,9 @@ import (
 	"github.com/stategate/stategate/xstate"
 )
 
-// Machine is a machine served as a workflow: its tools, built from the
+// Workflow is a machine served as a workflow: its tools, built from the
 // events its states name.
-type Machine struct {
+type Workflow struct {
 	ID      string
 	File    string
 	Version string // content hash of its sources
@@ -29,7 +29,7 @@ type Machine struct {
 	// implementations module, and the files they import.
 	Sources   []string
 	listing   string // hash of what its tools look like to clients
-	M         *interp.Machine
+	Machine         *interp.Machine
 	HandleKey string // the argument that picks the instance; "" for none
 
 	Tools      []*Tool // event tools, sorted by name
@@ -54,7 +54,7 @@ type Tool struct {
 	Hints   map[string]bool
 	Schema  map[string]any // the input schema as listed
 	schema  *jsonschema.Schema
-	machine *Machine
+	machine *Workflow
 }
 
 // toolName is M_e: e is E in lower case with every character outside
@@ -75,8 +75,8 @@ func sanitize(s string) string {
 	return b.String()
 }
 
-// machineID is the machine's XState id, else its file name.
-func machineID(m *interp.Machine, file string) string {
+// workflowID is the machine's XState id, else its file name.
+func workflowID(m *interp.Machine, file string) string {
 	if m.ID != "" && m.ID != "(machine)" {
 		return m.ID
 	}
@@ -84,9 +84,9 @@ func machineID(m *interp.Machine, file string) string {
 	return strings.TrimSuffix(base, filepath.Ext(base))
 }
 
-// LoadMachine loads a machine file and builds its tools. defaultHandleKey
+// LoadWorkflow loads a machine file and builds its tools. defaultHandleKey
 // applies when the machine's meta sets none.
-func LoadMachine(l *xstate.Loader, file, defaultHandleKey string) (*Machine, []xstate.Diagnostic, error) {
+func LoadWorkflow(l *xstate.Loader, file, defaultHandleKey string) (*Workflow, []xstate.Diagnostic, error) {
 	m, warns, err := l.Load(file)
 	if err != nil {
 		return nil, warns, err
@@ -102,7 +102,7 @@ func LoadMachine(l *xstate.Loader, file, defaultHandleKey string) (*Machine, []x
 	if len(missing) > 0 {
 		return nil, warns, &xstate.LoadError{File: file, Diags: missing, Machine: m.ID}
 	}
-	gm, err := newMachine(m, file, defaultHandleKey)
+	gm, err := newWorkflow(m, file, defaultHandleKey)
 	if err != nil {
 		return nil, warns, &xstate.LoadError{File: file, Diags: []xstate.Diagnostic{{File: file, Msg: err.Error()}}, Err: err}
 	}
@@ -114,7 +114,7 @@ func LoadMachine(l *xstate.Loader, file, defaultHandleKey string) (*Machine, []x
 // listingVersion hashes what clients are shown of a machine's tools
 // (names, titles, descriptions, schemas, annotations): a reload that
 // keeps it tells nobody.
-func listingVersion(m *Machine) string {
+func listingVersion(m *Workflow) string {
 	h := sha256.New()
 	enc := json.NewEncoder(h)
 	_ = enc.Encode([]string{m.ID, m.HandleKey, m.StatusTool, m.ResetTool})
@@ -229,8 +229,8 @@ func metaTool(meta any) (toolMeta, error) {
 	return tm, nil
 }
 
-func newMachine(m *interp.Machine, file, defaultHandleKey string) (*Machine, error) {
-	gm := &Machine{ID: machineID(m, file), File: file, M: m, HandleKey: defaultHandleKey, byEvent: map[string]*Tool{}}
+func newWorkflow(m *interp.Machine, file, defaultHandleKey string) (*Workflow, error) {
+	gm := &Workflow{ID: workflowID(m, file), File: file, Machine: m, HandleKey: defaultHandleKey, byEvent: map[string]*Tool{}}
 	if meta, ok := m.Root.Meta.(map[string]any); ok {
 		if k, ok := meta["handleKey"].(string); ok {
 			gm.HandleKey = k
@@ -372,13 +372,13 @@ func compileSchema(name string, schema map[string]any) (*jsonschema.Schema, erro
 }
 
 // statusSchema is the input schema of the status and reset tools.
-func (m *Machine) statusSchema() map[string]any {
+func (m *Workflow) statusSchema() map[string]any {
 	s, _ := inputSchema(nil, m.HandleKey)
 	return s
 }
 
 // initialState reports whether a snapshot is in the machine's initial
 // configuration (for compact descriptions).
-func (m *Machine) initialState(s *interp.Snapshot) bool {
+func (m *Workflow) initialState(s *interp.Snapshot) bool {
 	return m.initSnap != nil && s.SameStates(m.initSnap)
 }
