@@ -17,10 +17,6 @@ import (
 	"github.com/stategate/stategate/store"
 )
 
-// maxSaveRetries bounds the retries of a call whose save found the
-// instance changed by someone else (another process, an operator).
-const maxSaveRetries = 5
-
 // handle is the handler of every tool: it finds what the tool stands for
 // and gates the call on the instance's state.
 func (g *Gate) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -77,65 +73,64 @@ func (g *Gate) handleTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 // stored before the answer.
 func (g *Gate) callEvent(ctx context.Context, t *Tool, handle string, args map[string]any) (*mcp.CallToolResult, error) {
 	m := t.machine
-	unlock := g.locks.lock(instanceKey(m, handle))
+	unlock := g.inst.locks.lock(instanceKey(m, handle))
 	defer unlock()
-	for attempt := 0; ; attempt++ {
-		in, err := g.load(ctx, m, handle)
-		if err != nil {
-			return errorResult("ERROR", "ERROR: "+err.Error(), nil), nil
-		}
-		snap := in.snap
+	ev := eventOf(t.Event, args, m.HandleKey)
+	check := func(in *instance) error {
 		if !contains(g.view(in).tools, t.Name) {
-			return refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", t.Name, stateString(snap)), m, handle, g.view(in)), nil
+			return &refused{res: refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", t.Name, stateString(in.snap)), m, handle, g.view(in))}
 		}
 		if err := validate(t, args); err != nil {
-			return errorResult("INVALID_ARGUMENTS", "INVALID_ARGUMENTS: "+err.Error(), map[string]any{"tool": t.Name}), nil
+			return &refused{res: errorResult("INVALID_ARGUMENTS", "INVALID_ARGUMENTS: "+err.Error(), map[string]any{"tool": t.Name})}
 		}
-		ev := eventOf(t.Event, args, m.HandleKey)
-		if ok, err := snap.Can(ev); err != nil || !ok {
-			why := fmt.Sprintf("the %s workflow does not take %s with these arguments in state %s", m.ID, t.Event, stateString(snap))
-			if err != nil {
-				why += ": " + err.Error()
-			}
-			return refusal("REJECTED", why, m, handle, g.view(in)), nil
-		}
-		out := g.step(ctx, in, ev, nil)
-		if out.crash != nil {
-			return errorResult("ERROR", fmt.Sprintf("ERROR: %s failed: %v (the instance keeps its state %s)", t.Name, out.crash, stateString(snap)),
-				map[string]any{"error": "ERROR", "message": out.crash.Error(), "state": snap.Value()}), nil
-		}
-		next, emitted := out.snap, out.emitted
-		if next.Status == interp.StatusError && snap.Status != interp.StatusError {
-			msg := "the machine failed"
-			if err := next.Err(); err != nil {
-				msg = err.Error()
-			}
-			return errorResult("ERROR", fmt.Sprintf("ERROR: %s failed: %s (the instance keeps its state %s)", t.Name, msg, stateString(snap)),
-				map[string]any{"error": "ERROR", "message": msg, "state": snap.Value()}), nil
-		}
-		audit := &store.AuditEntry{Tool: t.Name, Event: ev.Object(), Session: g.sessionNameOf(ctx)}
-		saved, err := g.save(ctx, in, next, out.timers, audit)
-		if errors.Is(err, store.ErrConflict) && attempt < maxSaveRetries {
-			continue
-		}
-		if err != nil {
-			return saveFailed(t.Name, snap, err), nil
-		}
-		after := g.view(saved)
-		g.refresh(context.WithoutCancel(ctx), m, handle)
-		return success(m, handle, after, emitted), nil
+		return nil
 	}
+	saved, emitted, err := g.inst.apply(ctx, m, handle, ev, &store.AuditEntry{Tool: t.Name, Event: ev.Object(), Session: g.sessionNameOf(ctx)}, check)
+	if err != nil {
+		return g.eventFailed(t.Name, t.Event, m, handle, err), nil
+	}
+	return success(m, handle, g.view(saved), emitted), nil
+}
+
+// refused is a check's refusal of a call, with the answer to give.
+type refused struct{ res *mcp.CallToolResult }
+
+func (r *refused) Error() string { return "refused" }
+
+// eventFailed answers a call whose event was refused, rejected or failed,
+// or whose new state could not be stored.
+func (g *Gate) eventFailed(tool, event string, m *Workflow, handle string, err error) *mcp.CallToolResult {
+	var r *refused
+	var ee *eventError
+	var se *saveError
+	switch {
+	case errors.As(err, &r):
+		return r.res
+	case errors.As(err, &ee) && errors.Is(err, ErrRejected):
+		why := fmt.Sprintf("the %s workflow does not take %s with these arguments in state %s", m.ID, event, stateString(ee.in.snap))
+		if ee.cause != nil {
+			why += ": " + ee.cause.Error()
+		}
+		return refusal("REJECTED", why, m, handle, g.view(ee.in))
+	case errors.As(err, &ee):
+		snap := ee.in.snap
+		return errorResult("ERROR", fmt.Sprintf("ERROR: %s failed: %v (the instance keeps its state %s)", tool, ee.cause, stateString(snap)),
+			map[string]any{"error": "ERROR", "message": ee.cause.Error(), "state": snap.Value()})
+	case errors.As(err, &se):
+		return saveFailed(tool, se.in.snap, se.err)
+	}
+	return errorResult("ERROR", "ERROR: "+err.Error(), nil)
 }
 
 // status answers the status tool.
 func (g *Gate) status(ctx context.Context, m *Workflow, handle string) (*mcp.CallToolResult, error) {
-	in, err := g.load(ctx, m, handle)
+	in, err := g.inst.load(ctx, m, handle)
 	if err != nil {
 		return errorResult("ERROR", "ERROR: "+err.Error(), nil), nil
 	}
 	res := report(m, handle, g.view(in), nil, "is")
 	sc := res.StructuredContent.(map[string]any)
-	if trail, err := g.store.Audit(ctx, instanceKey(m, handle), 5); err == nil && len(trail) > 0 {
+	if trail, err := g.inst.store.Audit(ctx, instanceKey(m, handle), 5); err == nil && len(trail) > 0 {
 		sc["recent"] = trail
 	}
 	if len(in.timers) > 0 {
@@ -155,9 +150,9 @@ func (g *Gate) status(ctx context.Context, m *Workflow, handle string) (*mcp.Cal
 // reset starts an instance afresh; it is allowed only once the instance is
 // done or failed.
 func (g *Gate) reset(ctx context.Context, m *Workflow, handle string) (*mcp.CallToolResult, error) {
-	unlock := g.locks.lock(instanceKey(m, handle))
+	unlock := g.inst.locks.lock(instanceKey(m, handle))
 	defer unlock()
-	in, err := g.load(ctx, m, handle)
+	in, err := g.inst.load(ctx, m, handle)
 	if err != nil {
 		return errorResult("ERROR", "ERROR: "+err.Error(), nil), nil
 	}
@@ -166,11 +161,11 @@ func (g *Gate) reset(ctx context.Context, m *Workflow, handle string) (*mcp.Call
 	if !contains(before.tools, m.ResetTool) {
 		return refusal("FORBIDDEN", fmt.Sprintf("%s is allowed only once the workflow is done or failed; it is %s in state %s", m.ResetTool, snap.Status, stateString(snap)), m, handle, before), nil
 	}
-	fresh, timers, err := g.fresh(ctx, m)
+	fresh, timers, err := g.inst.fresh(ctx, m)
 	if err != nil {
 		return errorResult("ERROR", "ERROR: "+err.Error(), nil), nil
 	}
-	saved, err := g.save(ctx, in, fresh, timers, &store.AuditEntry{Tool: m.ResetTool, Session: g.sessionNameOf(ctx)})
+	saved, err := g.inst.save(ctx, in, fresh, timers, &store.AuditEntry{Tool: m.ResetTool, Session: g.sessionNameOf(ctx)})
 	if err != nil {
 		return saveFailed(m.ResetTool, snap, err), nil
 	}

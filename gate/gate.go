@@ -22,7 +22,6 @@ import (
 	"log/slog"
 	"maps"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
@@ -64,18 +63,15 @@ type Options struct {
 type Gate struct {
 	opts  Options
 	log   *slog.Logger
-	store store.Store
-	srv   *server.MCPServer
+	srv  *server.MCPServer
 
 	// served is what the gate serves, replaced whole by SetWorkflows (under
 	// setMu) and read without a lock.
 	served atomic.Pointer[served]
 	setMu  sync.Mutex
 
-	locks keyedMutex
-
-	cacheMu sync.Mutex
-	cache   map[store.Key]*instance
+	// inst keeps the instances of the workflows served.
+	inst *Instances
 
 	sessMu   sync.Mutex
 	sessions map[string]*session // by session id
@@ -93,8 +89,6 @@ type Gate struct {
 	nameKey [32]byte
 
 	activity atomic.Uint64 // tool calls and tool lists answered
-
-	sched *scheduler
 }
 
 // setErrors records the machine files that fail to load now, for the
@@ -179,16 +173,14 @@ type served struct {
 
 // New makes a gate serving no machine yet.
 func New(opts Options) *Gate {
-	g := &Gate{opts: opts, log: opts.Logger, store: opts.Store, sessions: map[string]*session{}, byName: map[string]*session{}, viewers: map[store.Key]map[*session]bool{}, cache: map[store.Key]*instance{}}
+	g := &Gate{opts: opts, log: opts.Logger, sessions: map[string]*session{}, byName: map[string]*session{}, viewers: map[store.Key]map[*session]bool{}}
 	_, _ = rand.Read(g.nameKey[:])
 	g.served.Store(&served{machines: map[string]*Workflow{}, tools: map[string]*toolRef{}})
 	if g.log == nil {
 		g.log = slog.Default()
 	}
-	if g.store == nil {
-		g.store = store.NewMemory()
-	}
-	g.sched = newScheduler(g)
+	g.inst = NewInstances(InstancesOptions{Store: opts.Store, Logger: g.log, EventTimeout: opts.EventTimeout})
+	g.inst.changed = g.refresh
 	if opts.Name == "" {
 		opts.Name = "stategate"
 	}
@@ -271,6 +263,14 @@ func negotiate(ctx context.Context, result *mcp.InitializeResult) {
 		}
 	}
 }
+
+// Instances returns the instances of the workflows the gate serves: send
+// them events from Go, read their state, run their timers.
+func (g *Gate) Instances() *Instances { return g.inst }
+
+// RunTimers fires the instances' timers as they fall due, until ctx ends
+// (Instances.RunTimers).
+func (g *Gate) RunTimers(ctx context.Context) error { return g.inst.RunTimers(ctx) }
 
 // Server returns the MCP server, to serve over a transport.
 func (g *Gate) Server() *server.MCPServer { return g.srv }
@@ -356,6 +356,7 @@ func (g *Gate) setWorkflows(ms []*Workflow) error {
 	sort.Slice(add2, func(i, j int) bool { return add2[i].Tool.Name < add2[j].Tool.Name })
 	g.srv.AddTools(add2...)
 	sorted := slices.SortedFunc(maps.Values(ids), func(a, b *Workflow) int { return strings.Compare(a.ID, b.ID) })
+	g.inst.setWorkflows(ids)
 	old := g.served.Swap(&served{machines: ids, tools: tools, sorted: sorted}).tools
 	var gone []string
 	for name := range old {
@@ -685,6 +686,12 @@ func (g *Gate) listFor(ctx context.Context, s *session) []mcp.Tool {
 	return out
 }
 
+// view returns what the instance allows now.
+func (g *Gate) view(in *instance) view {
+	in.once.Do(func() { in.v = g.viewOf(in.m, in.snap) })
+	return in.v
+}
+
 // current returns an instance's view: its stored snapshot, or the
 // machine's initial state when it has none (nothing is created).
 func (g *Gate) current(ctx context.Context, m *Workflow, handle string) (view, error) {
@@ -699,7 +706,7 @@ func (g *Gate) current(ctx context.Context, m *Workflow, handle string) (view, e
 		}
 		return m.initView, nil
 	}
-	in, err := g.load(ctx, m, handle)
+	in, err := g.inst.load(ctx, m, handle)
 	if err != nil {
 		return view{}, err
 	}
@@ -734,283 +741,6 @@ func (g *Gate) refreshSession(ctx context.Context, s *session) {
 		s.notified.Store(false) // not told: the next change tries again
 		g.log.Debug("cannot notify session", "session", s.name, "err", err)
 	}
-}
-
-// --- instances ---
-
-// instance is a loaded workflow instance: an immutable snapshot at a
-// version of the store, and what it allows (computed once).
-type instance struct {
-	m       *Workflow
-	handle  string
-	snap    *interp.Snapshot
-	version uint64        // 0: not stored yet
-	timers  []store.Timer // pending delayed events
-	// migrated is set when the stored state no longer existed in the
-	// machine; the next save records it in the audit trail.
-	migrated *store.Migration
-
-	once sync.Once
-	v    view
-}
-
-// view returns what the instance allows now.
-func (g *Gate) view(in *instance) view {
-	in.once.Do(func() { in.v = g.viewOf(in.m, in.snap) })
-	return in.v
-}
-
-// maxCached bounds the instances kept in memory.
-const maxCached = 1 << 14
-
-// load returns an instance: from the cache, else restored from the store,
-// else started afresh (its entry actions run) and not stored yet. The
-// cache is authoritative: this process is the only writer of its store.
-func (g *Gate) load(ctx context.Context, m *Workflow, handle string) (*instance, error) {
-	key := instanceKey(m, handle)
-	g.cacheMu.Lock()
-	in := g.cache[key]
-	g.cacheMu.Unlock()
-	if in != nil && in.m == m {
-		return in, nil
-	}
-	rec, version, err := g.store.Load(ctx, key)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		snap, timers, err := g.fresh(ctx, m)
-		if err != nil {
-			return nil, err
-		}
-		in = &instance{m: m, handle: handle, snap: snap, timers: timers}
-	case err == nil && rec.IsReset():
-		// Reset by an operator: it starts afresh, and its version goes
-		// on from the reset's.
-		snap, timers, err := g.fresh(ctx, m)
-		if err != nil {
-			return nil, err
-		}
-		in = &instance{m: m, handle: handle, snap: snap, version: version, timers: timers}
-	case err != nil:
-		return nil, err
-	default:
-		var p interp.Persisted
-		if err := json.Unmarshal(rec.Snapshot, &p); err != nil {
-			return nil, fmt.Errorf("instance %s/%s: %w", m.ID, handle, err)
-		}
-		// A machine file that changed may have lost the instance's state:
-		// the instance moves to the nearest surviving ancestor's initial
-		// state, and that is logged, never silent.
-		var migrated *store.Migration
-		if pruned, cut := m.Machine.Prune(p.Value); cut {
-			migrated = &store.Migration{From: p.Value.Plain(), FromVersion: rec.MachineVersion, ToVersion: m.Version}
-			p.Value = pruned
-		}
-		snap, err := m.Machine.Restore(&p)
-		if err != nil {
-			return nil, fmt.Errorf("instance %s/%s: %w", m.ID, handle, err)
-		}
-		if migrated != nil {
-			migrated.To = snap.Value()
-			// The states as the status tool shows them: the restored
-			// one, not the pruned value ({} for the initial state).
-			from, _ := json.Marshal(migrated.From)
-			if s, ok := migrated.From.(string); ok {
-				from = []byte(s)
-			}
-			g.log.Warn("instance migrated: its state no longer exists in the machine",
-				"machine", m.ID, "handle", handle, "from", string(from), "to", stateString(snap),
-				"machineVersion", m.Version, "storedWith", rec.MachineVersion)
-		}
-		in = &instance{m: m, handle: handle, snap: snap, version: version, timers: rec.Timers, migrated: migrated}
-	}
-	g.remember(key, in)
-	return in, nil
-}
-
-func (g *Gate) remember(key store.Key, in *instance) {
-	g.cacheMu.Lock()
-	defer g.cacheMu.Unlock()
-	if len(g.cache) >= maxCached {
-		for k := range g.cache { // drop an arbitrary eighth
-			delete(g.cache, k)
-			if len(g.cache) < maxCached*7/8 {
-				break
-			}
-		}
-	}
-	g.cache[key] = in
-}
-
-func (g *Gate) forget(key store.Key) {
-	g.cacheMu.Lock()
-	delete(g.cache, key)
-	g.cacheMu.Unlock()
-}
-
-// save stores an instance's new snapshot if nobody changed it since it was
-// loaded, and returns the stored instance.
-func (g *Gate) save(ctx context.Context, in *instance, snap *interp.Snapshot, timers []store.Timer, audit *store.AuditEntry) (*instance, error) {
-	data, err := snap.MarshalJSON() // as json.Marshal writes it, without its second pass
-	if err != nil {
-		return nil, err
-	}
-	key := instanceKey(in.m, in.handle)
-	if audit == nil && in.migrated != nil {
-		audit = &store.AuditEntry{Tool: "(migration)"}
-	}
-	if audit != nil {
-		audit.Migrated = in.migrated
-		audit.Time = time.Now()
-		audit.Machine, audit.MachineVersion, audit.Handle = in.m.ID, in.m.Version, in.handle
-		audit.From, audit.To = in.snap.Value(), snap.Value()
-	}
-	rec := store.Record{Snapshot: data, MachineVersion: in.m.Version, Timers: timers, Audit: audit}
-	v, err := g.store.Save(ctx, key, rec, in.version)
-	if err != nil {
-		g.forget(key) // reload from the store next time
-		return nil, err
-	}
-	next := &instance{m: in.m, handle: in.handle, snap: snap, version: v, timers: timers}
-	g.remember(key, next)
-	g.sched.set(key, timers)
-	return next, nil
-}
-
-// fresh starts a new instance (its entry actions run) and returns its
-// snapshot and timers; an error when its start did not end within the
-// event deadline, or ctx ended first.
-func (g *Gate) fresh(ctx context.Context, m *Workflow) (*interp.Snapshot, []store.Timer, error) {
-	ctx, cancel := g.eventContext(ctx)
-	defer cancel()
-	a := interp.NewActor(m.Machine, interp.ActorOptions{ID: m.ID, Clock: newWallClock(), Context: ctx})
-	a.Start()
-	snap, timers := detached(a), storedTimers(a.PendingTimers())
-	a.Stop()
-	if err := snap.Err(); errors.Is(err, interp.ErrStopped) {
-		return nil, nil, fmt.Errorf("starting the %s workflow: %w", m.ID, err)
-	}
-	return snap, timers, nil
-}
-
-// detached is an actor's snapshot before it stops, with its children as
-// they are persisted rather than actors that stop with it: the next call
-// makes them again from it (a child machine resumes, a callback actor
-// starts again).
-func detached(a *interp.Actor) *interp.Snapshot {
-	s := a.Snapshot()
-	if d, err := s.Detach(); err == nil {
-		return d
-	}
-	return s // a child that cannot be persisted: saving it fails alike
-}
-
-// stepResult is what an event did to an instance.
-type stepOutcome struct {
-	snap    *interp.Snapshot
-	timers  []store.Timer
-	emitted []map[string]any
-	// crash is set when the engine panicked (a bug of stategate's): the
-	// outcome is then the instance as it was.
-	crash error
-}
-
-// step runs an event on an instance, with its pending timers, on the wall
-// clock (timers fire through the gate's scheduler, not the actor's). A
-// timer that fires (fired) is left out of them, and its event goes to the
-// actor of the instance it is for (a child's own timer, a delayed send).
-// The event's work is bounded by the event deadline and by ctx (a request
-// whose client went away): stopped, the snapshot has status error and an
-// error wrapping interp.ErrStopped, and the caller keeps the instance.
-func (g *Gate) step(ctx context.Context, in *instance, ev interp.Event, fired *store.Timer) (out stepOutcome) {
-	ctx, cancel := g.eventContext(ctx)
-	defer cancel()
-	defer func() {
-		if r := recover(); r != nil {
-			// A bug of the engine must not take the server down, nor
-			// change the instance: the event is refused.
-			g.log.Error("internal error while running a machine; the instance keeps its state",
-				"machine", in.m.ID, "handle", in.handle, "event", ev.Type, "panic", r, "stack", string(debug.Stack()))
-			out = stepOutcome{snap: in.snap, timers: in.timers, crash: fmt.Errorf("internal error in stategate while handling %s: %v", ev.Type, r)}
-		}
-	}()
-	var pending []interp.PendingTimer
-	for _, t := range in.timers {
-		if fired != nil && t.Same(*fired) {
-			continue
-		}
-		e, _ := interp.EventFromObject(t.Event)
-		pending = append(pending, interp.PendingTimer{ID: t.ID, Event: e, Due: float64(t.Due.UnixMilli()), Path: t.Path, To: t.To})
-	}
-	a := interp.NewActor(in.m.Machine, interp.ActorOptions{
-		ID: in.m.ID, Snapshot: in.snap, Timers: pending, Clock: newWallClock(), Context: ctx,
-		OnEmit: func(e interp.Event) { out.emitted = append(out.emitted, e.Object()) },
-	})
-	a.Start()
-	to := a
-	if fired != nil {
-		// The actor the event goes to; nil when it is gone.
-		if fired.To != "" {
-			to = a.ActorAt(fired.To)
-		} else {
-			to = a.Descendant(fired.Path)
-		}
-	}
-	if to != nil {
-		to.Send(ev)
-	}
-	out.snap, out.timers = detached(a), storedTimers(a.PendingTimers())
-	a.Stop()
-	return out
-}
-
-func storedTimers(ts []interp.PendingTimer) []store.Timer {
-	if len(ts) == 0 {
-		return nil
-	}
-	out := make([]store.Timer, len(ts))
-	for i, t := range ts {
-		out[i] = store.Timer{ID: t.ID, Event: t.Event.Object(), Due: time.UnixMilli(int64(t.Due)), Path: t.Path, To: t.To}
-	}
-	return out
-}
-
-// keyedMutex serializes work per instance.
-type keyedMutex struct {
-	mu    sync.Mutex
-	locks map[store.Key]*keyLock
-}
-
-type keyLock struct {
-	mu   sync.Mutex
-	refs int
-}
-
-func (k *keyedMutex) lock(key store.Key) func() {
-	k.mu.Lock()
-	if k.locks == nil {
-		k.locks = map[store.Key]*keyLock{}
-	}
-	l := k.locks[key]
-	if l == nil {
-		l = &keyLock{}
-		k.locks[key] = l
-	}
-	l.refs++
-	k.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		k.mu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(k.locks, key)
-		}
-		k.mu.Unlock()
-	}
-}
-
-// instanceKey names an instance of a machine, as the store does.
-func instanceKey(m *Workflow, handle string) store.Key {
-	return store.Key{Machine: m.ID, Handle: handle}
 }
 
 func joinTools(names []string) string {

@@ -29,14 +29,13 @@ func (c *wallClock) ClearTimeout(interp.TimerID) {}
 // scheduler fires the stored timers of instances when they are due, on the
 // real clock, including timers that fell due while the server was down.
 type scheduler struct {
-	g    *Gate
 	mu   sync.Mutex
 	due  map[store.Key][]store.Timer
 	wake chan struct{}
 }
 
-func newScheduler(g *Gate) *scheduler {
-	return &scheduler{g: g, due: map[store.Key][]store.Timer{}, wake: make(chan struct{}, 1)}
+func newScheduler() *scheduler {
+	return &scheduler{due: map[store.Key][]store.Timer{}, wake: make(chan struct{}, 1)}
 }
 
 // set replaces an instance's pending timers.
@@ -73,25 +72,25 @@ func (s *scheduler) next() (store.Key, store.Timer, bool) {
 
 // RunTimers loads the pending timers of every stored instance and fires
 // timers as they fall due, until ctx ends. Overdue timers fire at once.
-func (g *Gate) RunTimers(ctx context.Context) error {
-	keys, err := g.store.List(ctx)
+func (x *Instances) RunTimers(ctx context.Context) error {
+	keys, err := x.store.List(ctx)
 	if err != nil {
 		return err
 	}
 	for _, k := range keys {
-		rec, _, err := g.store.Load(ctx, k)
+		rec, _, err := x.store.Load(ctx, k)
 		if err == nil && len(rec.Timers) > 0 {
-			g.sched.set(k, rec.Timers)
+			x.sched.set(k, rec.Timers)
 		}
 	}
-	s := g.sched
+	s := x.sched
 	for {
 		k, t, ok := s.next()
 		var wait <-chan time.Time
 		if ok {
 			d := time.Until(t.Due)
 			if d <= 0 {
-				g.fireTimer(ctx, k, t)
+				x.fireTimer(ctx, k, t)
 				continue
 			}
 			timer := time.NewTimer(d)
@@ -103,7 +102,7 @@ func (g *Gate) RunTimers(ctx context.Context) error {
 			case <-s.wake:
 				timer.Stop()
 			case <-wait:
-				g.fireTimer(ctx, k, t)
+				x.fireTimer(ctx, k, t)
 			}
 			continue
 		}
@@ -117,11 +116,11 @@ func (g *Gate) RunTimers(ctx context.Context) error {
 
 // fireTimer delivers a due timer's event to its instance, stores the
 // result and tells the sessions that see the instance.
-func (g *Gate) fireTimer(ctx context.Context, k store.Key, t store.Timer) {
-	m := g.served.Load().machines[k.Machine]
+func (x *Instances) fireTimer(ctx context.Context, k store.Key, t store.Timer) {
+	m := x.workflow(k.Machine)
 	drop := func() {
-		g.sched.mu.Lock()
-		ts := g.sched.due[k]
+		x.sched.mu.Lock()
+		ts := x.sched.due[k]
 		for i, x := range ts {
 			if x.Same(t) && x.Due.Equal(t.Due) {
 				ts = append(ts[:i:i], ts[i+1:]...)
@@ -129,21 +128,21 @@ func (g *Gate) fireTimer(ctx context.Context, k store.Key, t store.Timer) {
 			}
 		}
 		if len(ts) == 0 {
-			delete(g.sched.due, k)
+			delete(x.sched.due, k)
 		} else {
-			g.sched.due[k] = ts
+			x.sched.due[k] = ts
 		}
-		g.sched.mu.Unlock()
+		x.sched.mu.Unlock()
 	}
 	if m == nil {
 		drop() // the machine is not served (now)
 		return
 	}
-	unlock := g.locks.lock(instanceKey(m, k.Handle))
+	unlock := x.locks.lock(instanceKey(m, k.Handle))
 	defer unlock()
-	in, err := g.load(ctx, m, k.Handle)
+	in, err := x.load(ctx, m, k.Handle)
 	if err != nil {
-		g.log.Error("timer: cannot load instance", "machine", m.ID, "handle", k.Handle, "err", err)
+		x.log.Error("timer: cannot load instance", "machine", m.ID, "handle", k.Handle, "err", err)
 		drop()
 		return
 	}
@@ -155,20 +154,20 @@ func (g *Gate) fireTimer(ctx context.Context, k store.Key, t store.Timer) {
 	}
 	if current == nil || !current.Due.Equal(t.Due) {
 		drop() // cancelled or moved meanwhile
-		g.sched.set(k, in.timers)
+		x.sched.set(k, in.timers)
 		return
 	}
 	ev, _ := interp.EventFromObject(current.Event)
-	out := g.step(ctx, in, ev, current)
+	out := x.step(ctx, in, ev, current)
 	if out.crash != nil {
 		// Dropped, so that it does not fire (and fail) again and again.
 		out = stepOutcome{snap: in.snap, timers: withoutTimer(in.timers, *current)}
 	} else if out.snap.Status == interp.StatusError && in.snap.Status != interp.StatusError {
-		g.log.Error("timer: the machine failed; the instance keeps its state", "machine", m.ID, "handle", k.Handle, "event", ev.Type, "err", out.snap.Err())
+		x.log.Error("timer: the machine failed; the instance keeps its state", "machine", m.ID, "handle", k.Handle, "event", ev.Type, "err", out.snap.Err())
 		out = stepOutcome{snap: in.snap, timers: withoutTimer(in.timers, *current)}
 	}
-	if _, err := g.save(ctx, in, out.snap, out.timers, &store.AuditEntry{Tool: "(timer)", Event: ev.Object()}); err != nil {
-		g.log.Error("timer: cannot store instance", "machine", m.ID, "handle", k.Handle, "err", err)
+	if _, err := x.save(ctx, in, out.snap, out.timers, &store.AuditEntry{Tool: "(timer)", Event: ev.Object()}); err != nil {
+		x.log.Error("timer: cannot store instance", "machine", m.ID, "handle", k.Handle, "err", err)
 		drop()
 		return
 	}
@@ -179,8 +178,8 @@ func (g *Gate) fireTimer(ctx context.Context, k store.Key, t store.Timer) {
 	if t.To != "" {
 		attrs = append(attrs, "to", t.To)
 	}
-	g.log.Info("timer fired", attrs...)
-	g.refresh(ctx, m, k.Handle)
+	x.log.Info("timer fired", attrs...)
+	x.notify(ctx, m, k.Handle)
 }
 
 func withoutTimer(ts []store.Timer, gone store.Timer) []store.Timer {
