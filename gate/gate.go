@@ -61,8 +61,8 @@ type Options struct {
 
 // Gate serves machines over MCP.
 type Gate struct {
-	opts  Options
-	log   *slog.Logger
+	opts Options
+	log  *slog.Logger
 	srv  *server.MCPServer
 
 	// served is what the gate serves, replaced whole by SetWorkflows (under
@@ -168,7 +168,7 @@ type session struct {
 type served struct {
 	machines map[string]*Workflow // by id
 	sorted   []*Workflow          // the same, sorted by id
-	tools    map[string]*toolRef // by tool name
+	tools    map[string]*toolRef  // by tool name
 }
 
 // New makes a gate serving no machine yet.

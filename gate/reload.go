@@ -33,7 +33,7 @@ type Library struct {
 
 	mu     sync.Mutex
 	good   map[string]*Workflow // by file
-	errors map[string]error    // by file
+	errors map[string]error     // by file
 	// warned is, by file, what the last warnings logged for it were
 	// about (its version and the warnings): they are logged once per
 	// version of the file. irregular are the files skipped for not being

@@ -29,7 +29,7 @@ type Workflow struct {
 	// implementations module, and the files they import.
 	Sources   []string
 	listing   string // hash of what its tools look like to clients
-	Machine         *interp.Machine
+	Machine   *interp.Machine
 	HandleKey string // the argument that picks the instance; "" for none
 
 	Tools      []*Tool // event tools, sorted by name
