@@ -123,7 +123,7 @@ func walkMachine(t *testing.T, g *Gate, m *Workflow) (problems []string) {
 		if i, ok := seen[k]; ok {
 			return i
 		}
-		v := g.viewOf(m, n.snap)
+		v := g.viewOf(g.served.Load(), m, n.snap)
 		n.goal = slices.Contains(v.tools, m.ResetTool)
 		for _, name := range v.tools {
 			if name != m.StatusTool && name != m.ResetTool {

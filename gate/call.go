@@ -37,26 +37,14 @@ func (g *Gate) handleTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	if !ok {
 		return errorResult("UNKNOWN", fmt.Sprintf("UNKNOWN: no tool named %s is served", name), nil), nil
 	}
-	args, _ := req.Params.Arguments.(map[string]any)
-	if req.Params.Arguments != nil && args == nil {
-		return errorResult("INVALID_ARGUMENTS", "INVALID_ARGUMENTS: the arguments must be an object", nil), nil
-	}
-	if n := jsonSize(args, MaxArguments); n > MaxArguments {
-		return errorResult("INVALID_ARGUMENTS", fmt.Sprintf("INVALID_ARGUMENTS: the arguments of %s take more than %d bytes as JSON; the limit is %d (%d KiB)", name, MaxArguments, MaxArguments, MaxArguments>>10), nil), nil
+	args, bad := toolArgs(req)
+	if bad != nil {
+		return bad, nil
 	}
 	m := ref.m
-	s := g.sessionOf(ctx)
-	handle := g.instanceOf(s, m)
-	if m.HandleKey != "" {
-		h, _ := args[m.HandleKey].(string)
-		if err := CheckHandle(h); err != nil {
-			return errorResult("INVALID_ARGUMENTS", fmt.Sprintf("INVALID_ARGUMENTS: argument %q (the %s instance) %v", m.HandleKey, m.ID, err),
-				map[string]any{"argument": m.HandleKey}), nil
-		}
-		handle = h
-		if s != nil && g.useHandle(s, m, h) {
-			defer g.refreshSession(context.WithoutCancel(ctx), s)
-		}
+	handle, bad := g.handleOf(ctx, m, args)
+	if bad != nil {
+		return bad, nil
 	}
 	switch ref.kind {
 	case statusTool:
@@ -65,6 +53,26 @@ func (g *Gate) handleTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 		return g.reset(ctx, m, handle)
 	}
 	return g.callEvent(ctx, ref.tool, handle, args)
+}
+
+// handleOf returns the handle of the instance a call acts on: the handle
+// argument for a workflow with a handle key (which the session then sees;
+// it is told if its tool list changes), else the session's own instance
+// or the shared one. bad answers an invalid handle.
+func (g *Gate) handleOf(ctx context.Context, m *Workflow, args map[string]any) (handle string, bad *mcp.CallToolResult) {
+	s := g.sessionOf(ctx)
+	if m.HandleKey == "" {
+		return g.instanceOf(s, m), nil
+	}
+	h, _ := args[m.HandleKey].(string)
+	if err := CheckHandle(h); err != nil {
+		return "", errorResult("INVALID_ARGUMENTS", fmt.Sprintf("INVALID_ARGUMENTS: argument %q (the %s instance) %v", m.HandleKey, m.ID, err),
+			map[string]any{"argument": m.HandleKey})
+	}
+	if s != nil && g.useHandle(s, m, h) {
+		g.refreshSession(context.WithoutCancel(ctx), s)
+	}
+	return h, nil
 }
 
 // callEvent sends the tool's event to the instance: refused (FORBIDDEN)
@@ -194,11 +202,11 @@ func saveFailed(tool string, snap *interp.Snapshot, err error) *mcp.CallToolResu
 
 // allows reports whether an instance lists an event's tool now (viewOf's
 // rule for one tool).
-func allows(s *interp.Snapshot, t *Tool) bool {
+func allows(s *interp.Snapshot, event string) bool {
 	if s.Status != interp.StatusActive {
 		return false
 	}
-	ev, probe := interp.ProbeEvent(t.Event)
+	ev, probe := interp.ProbeEvent(event)
 	ok, _ := s.Can(ev)
 	return ok || probe.Read()
 }

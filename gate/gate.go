@@ -11,6 +11,7 @@
 package gate
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -63,7 +64,19 @@ type Options struct {
 type Gate struct {
 	opts Options
 	log  *slog.Logger
-	srv  *server.MCPServer
+
+	// srv is the server the gate is bound to (Bind), nil before; bindMu
+	// serializes binding.
+	bindMu sync.Mutex
+	srv    atomic.Pointer[server.MCPServer]
+
+	// bindings are the tools bound to workflow states, by tool name
+	// (under setMu).
+	bindings map[string]*Binding
+
+	// calls holds the contexts of the tool calls under way between
+	// mcp-go's BeforeCallTool hook and its tool filter (see addHooks).
+	calls sync.Map
 
 	// served is what the gate serves, replaced whole by SetWorkflows (under
 	// setMu) and read without a lock.
@@ -130,10 +143,11 @@ type toolRef struct {
 	m    *Workflow
 	kind toolKind
 	tool *Tool // for event tools
+	// binding is a bound tool's.
+	binding *Binding
 	// full and compact are the tool as listed, outside and in the
-	// machine's initial state, and their JSON.
-	full, compact         mcp.Tool
-	fullJSON, compactJSON []byte
+	// machine's initial state.
+	full, compact mcp.Tool
 }
 
 type toolKind uint8
@@ -142,6 +156,7 @@ const (
 	eventTool toolKind = iota
 	statusTool
 	resetTool
+	boundTool // a tool with a handler of its own, bound to states
 )
 
 // session is what the gate knows of an MCP session.
@@ -166,14 +181,21 @@ type session struct {
 
 // served is the machines a gate serves and their tools.
 type served struct {
-	machines map[string]*Workflow // by id
-	sorted   []*Workflow          // the same, sorted by id
-	tools    map[string]*toolRef  // by tool name
+	machines map[string]*Workflow  // by id
+	sorted   []*Workflow           // the same, sorted by id
+	tools    map[string]*toolRef   // by tool name
+	bound    map[string][]*Binding // the bindings to each workflow, by its id
+	// initial caches what a session that has no instance of a workflow
+	// sees, by *Workflow (views are computed for what is served).
+	initial sync.Map
 }
 
-// New makes a gate serving no machine yet.
+// New makes a gate serving no workflow yet. Plug it into an mcp-go server
+// with Bind; Server, HTTPHandler and ServeStdio make one of its own when it
+// was bound to none.
 func New(opts Options) *Gate {
-	g := &Gate{opts: opts, log: opts.Logger, sessions: map[string]*session{}, byName: map[string]*session{}, viewers: map[store.Key]map[*session]bool{}}
+	g := &Gate{opts: opts, log: opts.Logger, sessions: map[string]*session{}, byName: map[string]*session{}, viewers: map[store.Key]map[*session]bool{},
+		bindings: map[string]*Binding{}}
 	_, _ = rand.Read(g.nameKey[:])
 	g.served.Store(&served{machines: map[string]*Workflow{}, tools: map[string]*toolRef{}})
 	if g.log == nil {
@@ -181,11 +203,67 @@ func New(opts Options) *Gate {
 	}
 	g.inst = NewInstances(InstancesOptions{Store: opts.Store, Logger: g.log, EventTimeout: opts.EventTimeout})
 	g.inst.changed = g.refresh
-	if opts.Name == "" {
-		opts.Name = "stategate"
+	return g
+}
+
+// ErrBound is returned by Bind for a gate bound to a server already.
+var ErrBound = errors.New("the gate is bound to a server already")
+
+// Bind plugs the gate into an mcp-go server, the host's: the host's own
+// tools stay as they are (unless bound to states with Bound or Tool), and
+// the gate adds its workflows' tools, lists each of them only while the
+// caller's instance allows it (a tool filter), gates the calls of bound
+// tools (a tool handler middleware), follows the sessions (hooks), and
+// tells each session when its tool list changed. It takes over the tools
+// capability's listChanged: mcp-go would tell every session whenever a
+// tool is registered, and the gate tells only those whose list changed.
+// Bind before serving; a gate binds to one server.
+func (g *Gate) Bind(srv *server.MCPServer) error {
+	g.bindMu.Lock()
+	defer g.bindMu.Unlock()
+	if g.srv.Load() != nil {
+		return ErrBound
 	}
-	hooks := &server.Hooks{}
+	hooks := srv.GetHooks()
+	if hooks == nil {
+		hooks = &server.Hooks{}
+		server.WithHooks(hooks)(srv)
+	}
+	g.addHooks(hooks)
+	server.WithToolCapabilities(false)(srv) // listChanged: see addHooks
+	server.WithToolFilter(g.filterTools)(srv)
+	srv.Use(g.gateBound)
+	srv.AddTool(mcp.NewTool(unknownTool, mcp.WithDescription("(never listed: answers calls to unknown tools)")), g.handleUnknown)
+	g.setMu.Lock()
+	g.srv.Store(srv)
+	g.registerTools(g.served.Load().tools)
+	g.setMu.Unlock()
+	return nil
+}
+
+// Server returns the MCP server the gate is bound to; a gate bound to none
+// gets one of its own (named by Options.Name and Version, with
+// instructions for agents and mcp-go's panic recovery).
+func (g *Gate) Server() *server.MCPServer {
+	if srv := g.srv.Load(); srv != nil {
+		return srv
+	}
+	name := cmp.Or(g.opts.Name, "stategate")
+	srv := server.NewMCPServer(name, g.opts.Version, server.WithRecovery(), server.WithInstructions(Instructions))
+	if err := g.Bind(srv); err != nil { // bound meanwhile
+		return g.Server()
+	}
+	return srv
+}
+
+// Instructions tell agents how a gated server behaves (the server's own,
+// when the gate makes it).
+const Instructions = "Each tool moves a workflow one step. Only the tools that the workflow accepts in its current state are listed; call the status tool of a workflow to see where it is and what it allows."
+
+// addHooks adds the gate's hooks to a server's.
+func (g *Gate) addHooks(hooks *server.Hooks) {
 	hooks.AddOnRegisterSession(func(ctx context.Context, s server.ClientSession) { g.addSession(ctx, s.SessionID()) })
+	hooks.AddOnUnregisterSession(func(ctx context.Context, s server.ClientSession) { g.dropSession(s.SessionID()) })
 	// A request's answer carries the notifications that waited for the
 	// session, and those sent while it ran (see session.notified).
 	delivered := func(ctx context.Context) {
@@ -195,8 +273,11 @@ func New(opts Options) *Gate {
 	}
 	hooks.AddBeforeAny(func(ctx context.Context, _ any, _ mcp.MCPMethod, _ any) { delivered(ctx) })
 	hooks.AddOnSuccess(func(ctx context.Context, _ any, _ mcp.MCPMethod, _ any, _ any) { delivered(ctx) })
-	hooks.AddOnError(func(ctx context.Context, _ any, _ mcp.MCPMethod, _ any, _ error) { delivered(ctx) })
-	hooks.AddOnUnregisterSession(func(ctx context.Context, s server.ClientSession) { g.dropSession(s.SessionID()) })
+	hooks.AddOnError(func(ctx context.Context, _ any, _ mcp.MCPMethod, _ any, _ error) {
+		delivered(ctx)
+		g.calls.Delete(ctx)
+	})
+	hooks.AddAfterCallTool(func(ctx context.Context, _ any, _ *mcp.CallToolRequest, _ any) { g.calls.Delete(ctx) })
 	// The server advertises tools.listChanged, but mcp-go must not know:
 	// it would tell every session whenever tools are registered, and the
 	// gate tells only the sessions whose list changed.
@@ -209,12 +290,21 @@ func New(opts Options) *Gate {
 		}
 		negotiate(ctx, result)
 	})
-	// A call to a tool nobody serves is answered by the gate (UNKNOWN,
-	// with the tools available now) rather than with mcp-go's bare
-	// "tool not found": mcp-go has no handler for unknown tools, so the
-	// call is routed to a hidden one that knows the name asked for.
 	hooks.AddBeforeCallTool(func(ctx context.Context, _ any, req *mcp.CallToolRequest) {
-		if req != nil && g.srv.GetTool(req.Params.Name) == nil {
+		if req == nil {
+			return
+		}
+		// The tool filter is asked about the tool of a call too: a call
+		// is let through, and its handler (the gate's, or the bound
+		// tools' middleware) refuses it with the tools allowed now,
+		// rather than mcp-go's bare "tool not found". The context of the
+		// call is the filter's.
+		g.calls.Store(ctx, struct{}{})
+		// A call to a tool nobody serves is answered by the gate
+		// (UNKNOWN, with the tools available now): mcp-go has no handler
+		// for unknown tools, so the call is routed to a hidden one that
+		// knows the name asked for.
+		if g.srv.Load().GetTool(req.Params.Name) == nil {
 			if req.Params.Meta == nil {
 				req.Params.Meta = &mcp.Meta{}
 			}
@@ -222,26 +312,13 @@ func New(opts Options) *Gate {
 			req.Params.Name = unknownTool
 		}
 	})
-	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, result *mcp.ListToolsResult) {
-		if result != nil {
-			result.Tools = g.listFor(ctx, g.sessionOf(ctx))
-		}
-	})
-	g.srv = server.NewMCPServer(opts.Name, opts.Version,
-		server.WithToolCapabilities(false), // listChanged: see AddAfterInitialize
-		server.WithHooks(hooks),
-		server.WithRecovery(),
-		server.WithInstructions("Each tool moves a workflow one step. Only the tools that the workflow accepts in its current state are listed; call the status tool of a workflow to see where it is and what it allows."),
-	)
-	g.srv.AddTool(mcp.NewTool(unknownTool, mcp.WithDescription("(never listed: answers calls to unknown tools)")), g.handleUnknown)
-	return g
 }
 
 // unknownTool is the hidden tool that calls to unknown tools are routed
 // to, with the name asked for in their _meta (metaRequestedTool).
 const (
 	unknownTool       = "stategate.unknown-tool"
-	metaRequestedTool = "github.com/stategate/stategate/requestedTool"
+	metaRequestedTool = "stategate/requestedTool"
 )
 
 // negotiate keeps an initialize's protocol version within what the
@@ -271,9 +348,6 @@ func (g *Gate) Instances() *Instances { return g.inst }
 // RunTimers fires the instances' timers as they fall due, until ctx ends
 // (Instances.RunTimers).
 func (g *Gate) RunTimers(ctx context.Context) error { return g.inst.RunTimers(ctx) }
-
-// Server returns the MCP server, to serve over a transport.
-func (g *Gate) Server() *server.MCPServer { return g.srv }
 
 // Activity counts the tool calls and tool lists the gate has answered: a
 // value that does not change tells the gate has been idle since it was
@@ -307,27 +381,22 @@ func (g *Gate) SetWorkflows(ms []*Workflow) error {
 func (g *Gate) setWorkflows(ms []*Workflow) error {
 	g.setMu.Lock()
 	defer g.setMu.Unlock()
+	return g.serve(ms)
+}
+
+// serve makes the tools of workflows and of the bindings to them, and
+// serves them (under setMu).
+func (g *Gate) serve(ms []*Workflow) error {
 	tools := map[string]*toolRef{}
 	ids := map[string]*Workflow{}
 	add := func(name string, ref toolRef) error {
 		if other, dup := tools[name]; dup {
 			return fmt.Errorf("%w: %s is a tool of %s (%s) and of %s (%s)", ErrToolClash, name, other.m.ID, other.m.File, ref.m.ID, ref.m.File)
 		}
-		tools[name] = &ref
-		return nil
-	}
-	add0 := add
-	add = func(name string, ref toolRef) error {
 		ref.full = g.mcpTool(name, ref, false)
 		ref.compact = g.mcpTool(name, ref, true)
-		var err error
-		if ref.fullJSON, err = json.Marshal(ref.full); err != nil {
-			return err
-		}
-		if ref.compactJSON, err = json.Marshal(ref.compact); err != nil {
-			return err
-		}
-		return add0(name, ref)
+		tools[name] = &ref
+		return nil
 	}
 	for _, m := range ms {
 		if other, dup := ids[m.ID]; dup {
@@ -346,28 +415,71 @@ func (g *Gate) setWorkflows(ms []*Workflow) error {
 			return err
 		}
 	}
+	bound := map[string][]*Binding{}
+	for _, name := range slices.Sorted(maps.Keys(g.bindings)) {
+		b := g.bindings[name]
+		m := ids[b.workflow]
+		if m == nil {
+			continue // not served (now): the tool is not listed
+		}
+		if err := add(name, toolRef{m: m, kind: boundTool, binding: b}); err != nil {
+			return err
+		}
+		bound[m.ID] = append(bound[m.ID], b)
+	}
+	sorted := slices.SortedFunc(maps.Values(ids), func(a, b *Workflow) int { return strings.Compare(a.ID, b.ID) })
+	prev := g.served.Load().tools
 	// New tools are registered with the MCP server before the gate serves
 	// them, and old ones removed after, so that a call never finds a tool
 	// in one and not the other.
-	var add2 []server.ServerTool
-	for _, ref := range tools {
-		add2 = append(add2, server.ServerTool{Tool: ref.full, Handler: g.handle})
-	}
-	sort.Slice(add2, func(i, j int) bool { return add2[i].Tool.Name < add2[j].Tool.Name })
-	g.srv.AddTools(add2...)
-	sorted := slices.SortedFunc(maps.Values(ids), func(a, b *Workflow) int { return strings.Compare(a.ID, b.ID) })
+	g.registerTools(tools)
 	g.inst.setWorkflows(ids)
-	old := g.served.Swap(&served{machines: ids, tools: tools, sorted: sorted}).tools
+	g.served.Store(&served{machines: ids, tools: tools, sorted: sorted, bound: bound})
+	g.unregisterTools(prev, tools)
+	return nil
+}
+
+// registerTools registers the tools with the bound server (if any): the
+// workflows' own tools with the gate's handler, and bound tools with
+// their handler (and the handle argument in their schema when the
+// workflow has a handle key).
+func (g *Gate) registerTools(tools map[string]*toolRef) {
+	srv := g.srv.Load()
+	if srv == nil {
+		return
+	}
+	var add []server.ServerTool
+	for _, name := range slices.Sorted(maps.Keys(tools)) {
+		ref := tools[name]
+		h := server.ToolHandlerFunc(g.handle)
+		if ref.kind == boundTool {
+			if h = ref.binding.handlerFor(srv); h == nil {
+				continue // the host has not registered it (yet)
+			}
+		}
+		add = append(add, server.ServerTool{Tool: ref.full, Handler: h})
+	}
+	if len(add) > 0 {
+		srv.AddTools(add...)
+	}
+}
+
+// unregisterTools removes from the bound server the workflows' own tools
+// that are gone (a bound tool stays registered: its handler is the host's).
+func (g *Gate) unregisterTools(prev, now map[string]*toolRef) {
+	srv := g.srv.Load()
+	if srv == nil {
+		return
+	}
 	var gone []string
-	for name := range old {
-		if _, ok := tools[name]; !ok {
+	for name, ref := range prev {
+		if _, ok := now[name]; !ok && ref.kind != boundTool {
 			gone = append(gone, name)
 		}
 	}
 	if len(gone) > 0 {
-		g.srv.DeleteTools(gone...)
+		srv.DeleteTools(gone...)
 	}
-	return nil
 }
 
 // mcpTool describes a tool to MCP clients.
@@ -387,6 +499,9 @@ func (g *Gate) mcpTool(name string, ref toolRef, compact bool) mcp.Tool {
 	case resetTool:
 		desc = fmt.Sprintf("Start the %s workflow afresh: it is finished (done or failed) and takes no other step.", ref.m.ID)
 		schema = ref.m.statusSchema()
+	}
+	if ref.kind == boundTool {
+		return g.listedTool(ref.binding, ref.m)
 	}
 	raw, _ := json.Marshal(schema)
 	t := mcp.NewToolWithRawSchema(name, desc, raw)
@@ -601,14 +716,19 @@ type view struct {
 // (snapshot.can), keeping a tool whose guard said no after reading the
 // event's payload (the call decides); none but reset once it is done or
 // failed; the status tool always.
-func (g *Gate) viewOf(m *Workflow, s *interp.Snapshot) view {
+func (g *Gate) viewOf(sv *served, m *Workflow, s *interp.Snapshot) view {
 	v := view{snap: s, tools: []string{m.StatusTool}, initial: m.initialState(s)}
 	if s.Status != interp.StatusActive {
 		v.tools = append(v.tools, m.ResetTool)
 	} else {
 		for _, t := range m.Tools {
-			if allows(s, t) {
+			if allows(s, t.Event) {
 				v.tools = append(v.tools, t.Name)
+			}
+		}
+		for _, b := range sv.bound[m.ID] {
+			if b.inStates(s) && allows(s, b.event) {
+				v.tools = append(v.tools, b.name)
 			}
 		}
 	}
@@ -654,33 +774,36 @@ func sameShown(a, b []shown) bool {
 	})
 }
 
-// listFor computes a session's tool list.
-func (g *Gate) listFor(ctx context.Context, s *session) []mcp.Tool {
+// filterTools is the gate's tool filter (mcp-go's WithToolFilter): of a
+// tools/list, it keeps the host's own tools and the gate's that the
+// session's instances allow now (in their compact form in a workflow's
+// initial state), and drops the hidden ones; a call's tool passes (the
+// handler decides, and refuses with the tools allowed now).
+func (g *Gate) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
+	if _, calling := g.calls.LoadAndDelete(ctx); calling {
+		return tools
+	}
 	g.activity.Add(1)
-	type listed struct {
-		ref     *toolRef
-		compact bool
-	}
-	shown := g.shownTo(ctx, s)
-	n := 0
-	for _, sh := range shown {
-		n += len(sh.tools)
-	}
-	refs := make([]listed, 0, n)
-	for _, sh := range shown {
+	allowed := map[string]bool{} // tool name -> compact
+	for _, sh := range g.shownTo(ctx, g.sessionOf(ctx)) {
 		for _, name := range sh.tools {
-			if ref, ok := g.lookup(name); ok {
-				refs = append(refs, listed{ref, sh.initial})
-			}
+			allowed[name] = sh.initial
 		}
 	}
-	slices.SortFunc(refs, func(a, b listed) int { return strings.Compare(a.ref.full.Name, b.ref.full.Name) })
-	out := make([]mcp.Tool, len(refs))
-	for i, l := range refs {
-		if l.compact {
-			out[i] = l.ref.compact
-		} else {
-			out[i] = l.ref.full
+	sv := g.served.Load()
+	out := make([]mcp.Tool, 0, len(tools))
+	for _, t := range tools {
+		ref, ours := sv.tools[t.Name]
+		switch {
+		case t.Name == unknownTool:
+		case !ours:
+			out = append(out, t) // the host's own
+		default:
+			if compact, ok := allowed[t.Name]; ok && compact {
+				out = append(out, ref.compact)
+			} else if ok {
+				out = append(out, ref.full)
+			}
 		}
 	}
 	return out
@@ -688,7 +811,12 @@ func (g *Gate) listFor(ctx context.Context, s *session) []mcp.Tool {
 
 // view returns what the instance allows now.
 func (g *Gate) view(in *instance) view {
-	in.once.Do(func() { in.v = g.viewOf(in.m, in.snap) })
+	sv := g.served.Load()
+	in.vmu.Lock()
+	defer in.vmu.Unlock()
+	if in.vFor != sv {
+		in.v, in.vFor = g.viewOf(sv, in.m, in.snap), sv
+	}
 	return in.v
 }
 
@@ -696,15 +824,16 @@ func (g *Gate) view(in *instance) view {
 // machine's initial state when it has none (nothing is created).
 func (g *Gate) current(ctx context.Context, m *Workflow, handle string) (view, error) {
 	if handle == "" {
-		m.initOnce.Do(func() {
-			if m.initSnap != nil {
-				m.initView = g.viewOf(m, m.initSnap)
-			}
-		})
-		if m.initView.snap == nil {
+		if m.initSnap == nil {
 			return view{}, errors.New("the machine cannot start")
 		}
-		return m.initView, nil
+		sv := g.served.Load()
+		if v, ok := sv.initial.Load(m); ok {
+			return v.(view), nil
+		}
+		v := g.viewOf(sv, m, m.initSnap)
+		sv.initial.Store(m, v)
+		return v, nil
 	}
 	in, err := g.inst.load(ctx, m, handle)
 	if err != nil {
@@ -737,7 +866,11 @@ func (g *Gate) refreshSession(ctx context.Context, s *session) {
 	if !s.streaming.Load() && !s.notified.CompareAndSwap(false, true) {
 		return // one waits to be delivered already
 	}
-	if err := g.srv.SendNotificationToSpecificClient(s.id, "notifications/tools/list_changed", nil); err != nil {
+	srv := g.srv.Load()
+	if srv == nil {
+		return
+	}
+	if err := srv.SendNotificationToSpecificClient(s.id, "notifications/tools/list_changed", nil); err != nil {
 		s.notified.Store(false) // not told: the next change tries again
 		g.log.Debug("cannot notify session", "session", s.name, "err", err)
 	}

@@ -109,7 +109,7 @@ func (g *Gate) HTTPHandler(o HTTPOptions) *HTTPHandler {
 		h.hosts[normalHost(host)] = true
 	}
 	h.ids = &sessionIDs{max: o.MaxSessions, live: map[string]*sessionUse{}, evict: h.end}
-	h.inner = server.NewStreamableHTTPServer(g.srv,
+	h.inner = server.NewStreamableHTTPServer(g.Server(),
 		server.WithSessionIdManager(h.ids),
 		server.WithSessionIdleTTL(o.SessionIdle),
 		server.WithHeartbeatInterval(min(keepAlive, o.SessionIdle/3)),

@@ -98,8 +98,11 @@ type instance struct {
 	// machine; the next save records it in the audit trail.
 	migrated *store.Migration
 
-	once sync.Once
+	// v is what the instance allows, as computed for vFor (what the
+	// gate served then), under vmu.
+	vmu  sync.Mutex
 	v    view
+	vFor *served
 }
 
 // maxCached bounds the instances kept in memory.

@@ -22,7 +22,7 @@ const maxLine = DefaultMaxBody
 // the input closes. Each line is checked as HTTP bodies are (checkMessage,
 // maxLine) before mcp-go's stdio server reads it.
 func (g *Gate) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	s := server.NewStdioServer(g.srv)
+	s := server.NewStdioServer(g.Server())
 	s.SetErrorLogger(slog.NewLogLogger(g.log.Handler(), slog.LevelError))
 	w := &lineWriter{w: out}
 	pr, pw := io.Pipe()

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -37,8 +36,6 @@ type Workflow struct {
 	ResetTool  string  // the name of the reset tool
 	byEvent    map[string]*Tool
 	initSnap   *interp.Snapshot // the initial state, for compact descriptions
-	initOnce   sync.Once
-	initView   view // what a session that has no instance sees
 }
 
 // Tool is the MCP tool of one event of a machine.
@@ -351,11 +348,16 @@ func inputSchema(given map[string]any, handleKey string) (map[string]any, error)
 		if props == nil {
 			props = map[string]any{}
 		}
-		props[handleKey] = map[string]any{"type": "string", "minLength": 1, "description": "Which instance of the workflow to act on."}
+		props[handleKey] = handleProperty()
 		schema["properties"] = props
 		schema["required"] = append([]any{handleKey}, req...)
 	}
 	return schema, nil
+}
+
+// handleProperty is the schema of a handle argument.
+func handleProperty() map[string]any {
+	return map[string]any{"type": "string", "minLength": 1, "maxLength": MaxHandle, "description": "Which instance of the workflow to act on."}
 }
 
 // ErrHandleKeyClash is the error of a machine one of whose tools has an

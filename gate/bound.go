@@ -1,0 +1,317 @@
+package gate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/store"
+)
+
+// A Binding binds a tool with a handler of its own (a Go function, or a
+// tool the host registers on its server) to states of a workflow: the
+// tool is listed, and may be called, only while the caller's instance of
+// the workflow is in one of those states and would take the binding's
+// event (XState's snapshot.can, guard-aware as event tools are); its
+// handler runs with the instance locked and its state in the context
+// (StateFrom); a result without isError then sends the event to the
+// instance, with the call's arguments and the result as output, and a
+// failure sends nothing (or the error event the binding names).
+//
+//	g.Tool(mcp.NewTool("discharge", ...), discharge).BindState("invoice", []string{"approved"}, "DISCHARGE")
+//
+// A binding takes effect with BindState; OnError may come before or
+// after it.
+type Binding struct {
+	g          *Gate
+	name       string
+	tool       *mcp.Tool              // the tool, when Tool gave it
+	handler    server.ToolHandlerFunc // its handler, when Tool gave it
+	workflow   string
+	states     []string
+	event      string
+	errorEvent string
+}
+
+// Tool makes a tool with a Go handler, to bind to states (BindState): it
+// is registered on the gate's server once bound.
+func (g *Gate) Tool(tool mcp.Tool, handler server.ToolHandlerFunc) *Binding {
+	return &Binding{g: g, name: tool.Name, tool: &tool, handler: handler}
+}
+
+// Bound returns a binding for a tool that the host registers on its
+// server itself (before or after Bind): BindState gates it as a tool made
+// with Tool.
+func (g *Gate) Bound(name string) *Binding { return &Binding{g: g, name: name} }
+
+// BindState binds the tool to states of a workflow (by id): it is listed
+// while the instance matches one of states (as XState's state.matches:
+// "approved", "payment.pending"; none: any state) and would take event, and
+// a successful call sends event. It replaces an earlier binding of the
+// tool. A workflow not served (yet) hides the tool, and its calls are
+// refused.
+func (b *Binding) BindState(workflow string, states []string, event string) *Binding {
+	b.workflow, b.states, b.event = workflow, slices.Clone(states), event
+	b.g.bind(b)
+	return b
+}
+
+// OnError names the event sent, with {type, error}, when the handler
+// fails (its result has isError, or it returns an error).
+func (b *Binding) OnError(event string) *Binding {
+	b.errorEvent = event
+	if b.event != "" {
+		b.g.bind(b)
+	}
+	return b
+}
+
+// bind serves a binding (a copy: served bindings do not change).
+func (g *Gate) bind(b *Binding) {
+	c := *b
+	g.setMu.Lock()
+	defer g.setMu.Unlock()
+	g.bindings[c.name] = &c
+	if err := g.serve(g.served.Load().sorted); err != nil {
+		g.log.Error("cannot bind tool", "tool", c.name, "workflow", c.workflow, "err", err)
+	}
+}
+
+// inStates reports whether a snapshot is in one of the binding's states.
+func (b *Binding) inStates(s *interp.Snapshot) bool {
+	if len(b.states) == 0 {
+		return true
+	}
+	for _, st := range b.states {
+		if s.Matches(st) {
+			return true
+		}
+	}
+	return false
+}
+
+// handlerFor returns the tool's handler: Tool's, or the one the host
+// registered on srv (nil when it has not).
+func (b *Binding) handlerFor(srv *server.MCPServer) server.ToolHandlerFunc {
+	if b.handler != nil {
+		return b.handler
+	}
+	if st := srv.GetTool(b.name); st != nil {
+		return st.Handler
+	}
+	return nil
+}
+
+// listedTool is a bound tool as listed: Tool's, or the host's, with the
+// handle argument added to its schema when the workflow has a handle key
+// and the schema does not take it already.
+func (g *Gate) listedTool(b *Binding, m *Workflow) mcp.Tool {
+	t := mcp.Tool{Name: b.name}
+	switch {
+	case b.tool != nil:
+		t = *b.tool
+	case g.srv.Load() != nil && g.srv.Load().GetTool(b.name) != nil:
+		t = g.srv.Load().GetTool(b.name).Tool
+	}
+	if m.HandleKey == "" {
+		return t
+	}
+	data, err := json.Marshal(t)
+	if err != nil {
+		return t
+	}
+	var raw struct {
+		Schema map[string]any `json:"inputSchema"`
+	}
+	if json.Unmarshal(data, &raw) != nil || raw.Schema == nil {
+		raw.Schema = map[string]any{"type": "object"}
+	}
+	props, _ := raw.Schema["properties"].(map[string]any)
+	if _, has := props[m.HandleKey]; has {
+		return t
+	}
+	props = maps.Clone(props)
+	if props == nil {
+		props = map[string]any{}
+	}
+	props[m.HandleKey] = handleProperty()
+	raw.Schema["properties"] = props
+	req, _ := raw.Schema["required"].([]any)
+	raw.Schema["required"] = append([]any{m.HandleKey}, req...)
+	schema, _ := json.Marshal(raw.Schema)
+	t.InputSchema, t.RawInputSchema = mcp.ToolInputSchema{}, schema
+	return t
+}
+
+// stateKey carries a bound tool's instance in its handler's context.
+type stateKey struct{}
+
+// StateFrom returns the instance a bound tool's handler runs for (its
+// state before the call), set by the gate.
+func StateFrom(ctx context.Context) (*State, bool) {
+	s, ok := ctx.Value(stateKey{}).(*State)
+	return s, ok
+}
+
+// gateBound is the gate's tool handler middleware: a call of a bound tool
+// goes through callBound, any other to its handler.
+func (g *Gate) gateBound(next server.ToolHandlerFunc) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if ref, ok := g.lookup(req.Params.Name); ok && ref.kind == boundTool {
+			return g.callBound(ctx, ref, req, next)
+		}
+		g.setMu.Lock()
+		b := g.bindings[req.Params.Name]
+		g.setMu.Unlock()
+		if b != nil {
+			// Bound to a workflow that is not served (now).
+			return errorResult("FORBIDDEN", fmt.Sprintf("FORBIDDEN: %s is bound to the %s workflow, which is not served now", b.name, b.workflow), nil), nil
+		}
+		return next(ctx, req)
+	}
+}
+
+// callBound gates a call of a bound tool: with the instance locked, the
+// tool must be allowed in its state (FORBIDDEN otherwise, with the tools
+// allowed now); its handler runs with the instance's state in the
+// context; its result, unless an error, sends the binding's event with
+// the arguments and the result as output (a failure sends the error
+// event, if any); the answer is the handler's, with a note of where the
+// workflow is now (a text, and _meta["stategate/workflow"]: the
+// structured content stays the handler's, which an output schema may
+// bind).
+func (g *Gate) callBound(ctx context.Context, ref *toolRef, req mcp.CallToolRequest, next server.ToolHandlerFunc) (*mcp.CallToolResult, error) {
+	g.activity.Add(1)
+	b, m := ref.binding, ref.m
+	args, bad := toolArgs(req)
+	if bad != nil {
+		return bad, nil
+	}
+	handle, bad := g.handleOf(ctx, m, args)
+	if bad != nil {
+		return bad, nil
+	}
+	unlock := g.inst.locks.lock(instanceKey(m, handle))
+	defer unlock()
+	in, err := g.inst.load(ctx, m, handle)
+	if err != nil {
+		return errorResult("ERROR", "ERROR: "+err.Error(), nil), nil
+	}
+	if v := g.view(in); !contains(v.tools, b.name) {
+		return refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", b.name, stateString(in.snap)), m, handle, v), nil
+	}
+	res, herr := next(context.WithValue(ctx, stateKey{}, in.state()), req)
+	var ev interp.Event
+	switch {
+	case herr == nil && res != nil && !res.IsError:
+		data := map[string]any{}
+		for k, v := range args {
+			if k != "type" && k != m.HandleKey {
+				data[k] = v
+			}
+		}
+		data["output"] = outputOf(res)
+		ev = interp.Event{Type: b.event, Data: data}
+	case b.errorEvent != "":
+		ev = interp.Event{Type: b.errorEvent, Data: map[string]any{"error": failureOf(res, herr)}}
+	default:
+		return res, herr // nothing sent: the instance stays
+	}
+	audit := &store.AuditEntry{Tool: b.name, Event: ev.Object(), Session: g.sessionNameOf(ctx)}
+	saved, _, aerr := g.inst.apply(ctx, m, handle, ev, audit, nil)
+	if res == nil {
+		return res, herr
+	}
+	var note string
+	var meta map[string]any
+	if aerr != nil {
+		note = fmt.Sprintf("The %s workflow did not take %s: %v. It stays in state %s.", m.ID, ev.Type, aerr, stateString(in.snap))
+		meta = map[string]any{"machine": m.ID, "handle": handle, "state": in.snap.Value(), "event": ev.Type, "error": aerr.Error()}
+	} else {
+		v := g.view(saved)
+		note = fmt.Sprintf("The %s workflow %s is now in state %s (%s). Tools available now: %s.", m.ID, handle, stateString(v.snap), v.snap.Status, joinTools(v.tools))
+		meta = map[string]any{"machine": m.ID, "handle": handle, "state": v.snap.Value(), "status": v.snap.Status.String(), "tools": v.tools}
+	}
+	return withNote(res, note, meta), herr
+}
+
+// toolArgs returns a call's arguments, or the answer to arguments that
+// are not an object.
+func toolArgs(req mcp.CallToolRequest) (map[string]any, *mcp.CallToolResult) {
+	args, _ := req.Params.Arguments.(map[string]any)
+	if req.Params.Arguments != nil && args == nil {
+		return nil, errorResult("INVALID_ARGUMENTS", "INVALID_ARGUMENTS: the arguments must be an object", nil)
+	}
+	if n := jsonSize(args, MaxArguments); n > MaxArguments {
+		return nil, errorResult("INVALID_ARGUMENTS", fmt.Sprintf("INVALID_ARGUMENTS: the arguments of %s take more than %d bytes as JSON; the limit is %d (%d KiB)", req.Params.Name, MaxArguments, MaxArguments, MaxArguments>>10), nil)
+	}
+	return args, nil
+}
+
+// outputOf is what a successful result gives its event as output: its
+// structured content, else its text (one text content), else its
+// contents.
+func outputOf(res *mcp.CallToolResult) any {
+	if res.StructuredContent != nil {
+		return plain(res.StructuredContent)
+	}
+	if len(res.Content) == 1 {
+		if t, ok := res.Content[0].(mcp.TextContent); ok {
+			return t.Text
+		}
+	}
+	return plain(res.Content)
+}
+
+// failureOf says why a handler failed: its error, else its result's text.
+func failureOf(res *mcp.CallToolResult, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	if res != nil {
+		for _, c := range res.Content {
+			if t, ok := c.(mcp.TextContent); ok {
+				return t.Text
+			}
+		}
+	}
+	return "the tool failed"
+}
+
+// plain converts a value to plain JSON values (maps, slices, strings,
+// numbers, booleans, nil), as an event's data holds them.
+func plain(v any) any {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	var out any
+	_ = json.Unmarshal(data, &out)
+	return out
+}
+
+// withNote adds the gate's note to a result: a text content, and
+// _meta["stategate/workflow"].
+func withNote(res *mcp.CallToolResult, note string, meta map[string]any) *mcp.CallToolResult {
+	out := *res
+	out.Content = append(slices.Clip(res.Content), mcp.NewTextContent(note))
+	m := &mcp.Meta{}
+	if res.Meta != nil {
+		c := *res.Meta
+		c.AdditionalFields = maps.Clone(res.Meta.AdditionalFields)
+		m = &c
+	}
+	m.SetMetaField(metaWorkflow, meta)
+	out.Meta = m
+	return &out
+}
+
+// metaWorkflow is the _meta key of the gate's note on a bound tool's
+// result.
+const metaWorkflow = "stategate/workflow"
