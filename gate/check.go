@@ -24,7 +24,7 @@ func Check(l *xstate.Loader, paths []string, handleKey string) (*xstate.Report, 
 		if r.Failed || r.Skipped != "" || r.Machine == nil {
 			continue
 		}
-		m, err := newWorkflow(r.Machine, r.File, handleKey)
+		m, err := newWorkflow(r.Machine, workflowID(r.Machine, r.File), r.File, handleKey)
 		if err != nil {
 			r.Failed = true
 			r.Diags = append(r.Diags, xstate.Diagnostic{File: r.File, Msg: err.Error()})

@@ -533,3 +533,27 @@ func TestToolAnnotations(t *testing.T) {
 		t.Errorf("payment_capture is destructive")
 	}
 }
+
+// callResult calls a tool and returns its whole result.
+func (c *mcpClient) callResult(name string, args map[string]any) *mcp.CallToolResult {
+	c.t.Helper()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = name
+	req.Params.Arguments = args
+	res, err := c.CallTool(context.Background(), req)
+	if err != nil {
+		c.t.Fatalf("call %s: %v", name, err)
+	}
+	return res
+}
+
+// resultText joins a result's text contents.
+func resultText(res *mcp.CallToolResult) string {
+	var out []string
+	for _, c := range res.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			out = append(out, tc.Text)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -185,6 +185,9 @@ type served struct {
 	sorted   []*Workflow           // the same, sorted by id
 	tools    map[string]*toolRef   // by tool name
 	bound    map[string][]*Binding // the bindings to each workflow, by its id
+	// boundEvents are the events bound to tools (which have no event
+	// tool), by workflow id.
+	boundEvents map[string]map[string]bool
 	// initial caches what a session that has no instance of a workflow
 	// sees, by *Workflow (views are computed for what is served).
 	initial sync.Map
@@ -398,12 +401,28 @@ func (g *Gate) serve(ms []*Workflow) error {
 		tools[name] = &ref
 		return nil
 	}
+	// An event bound to a tool (or sent when it fails) has no tool of its
+	// own: the agent sends it by calling the bound tool, whose handler
+	// does the work.
+	boundEvents := map[string]map[string]bool{}
+	for _, b := range g.bindings {
+		if boundEvents[b.workflow] == nil {
+			boundEvents[b.workflow] = map[string]bool{}
+		}
+		boundEvents[b.workflow][b.event] = true
+		if b.errorEvent != "" {
+			boundEvents[b.workflow][b.errorEvent] = true
+		}
+	}
 	for _, m := range ms {
 		if other, dup := ids[m.ID]; dup {
 			return fmt.Errorf("%w: machine id %q is used by %s and %s", ErrToolClash, m.ID, other.File, m.File)
 		}
 		ids[m.ID] = m
 		for _, t := range m.Tools {
+			if boundEvents[m.ID][t.Event] {
+				continue
+			}
 			if err := add(t.Name, toolRef{m: m, kind: eventTool, tool: t}); err != nil {
 				return err
 			}
@@ -434,7 +453,7 @@ func (g *Gate) serve(ms []*Workflow) error {
 	// in one and not the other.
 	g.registerTools(tools)
 	g.inst.setWorkflows(ids)
-	g.served.Store(&served{machines: ids, tools: tools, sorted: sorted, bound: bound})
+	g.served.Store(&served{machines: ids, tools: tools, sorted: sorted, bound: bound, boundEvents: boundEvents})
 	g.unregisterTools(prev, tools)
 	return nil
 }
@@ -722,7 +741,7 @@ func (g *Gate) viewOf(sv *served, m *Workflow, s *interp.Snapshot) view {
 		v.tools = append(v.tools, m.ResetTool)
 	} else {
 		for _, t := range m.Tools {
-			if allows(s, t.Event) {
+			if !sv.boundEvents[m.ID][t.Event] && allows(s, t.Event) {
 				v.tools = append(v.tools, t.Name)
 			}
 		}

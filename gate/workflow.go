@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -99,13 +100,57 @@ func LoadWorkflow(l *xstate.Loader, file, defaultHandleKey string) (*Workflow, [
 	if len(missing) > 0 {
 		return nil, warns, &xstate.LoadError{File: file, Diags: missing, Machine: m.ID}
 	}
-	gm, err := newWorkflow(m, file, defaultHandleKey)
+	gm, err := newWorkflow(m, workflowID(m, file), file, defaultHandleKey)
 	if err != nil {
 		return nil, warns, &xstate.LoadError{File: file, Diags: []xstate.Diagnostic{{File: file, Msg: err.Error()}}, Err: err}
 	}
 	gm.Sources = xstate.Sources(file, m)
 	gm.Version = sourcesVersion(gm.Sources)
 	return gm, warns, nil
+}
+
+// WorkflowOptions configure a workflow made in memory (NewWorkflow).
+type WorkflowOptions struct {
+	// ID is the workflow's id (the prefix of its tools' names); the
+	// machine's id when empty.
+	ID string
+	// HandleKey is the argument that picks an instance, when the
+	// machine's meta.handleKey names none ("": one instance per session,
+	// or the shared one).
+	HandleKey string
+	// Version names this version of the workflow in the store and the
+	// audit trail; a hash of the machine's states and events when empty.
+	Version string
+}
+
+// NewWorkflow makes a workflow of a machine made in memory (for example
+// by xstate.Loader.Parse from a config and a Registry), as LoadWorkflow
+// makes one of a file: its tools are built from its events, and a guard,
+// actor or delay it names with no implementation is an error.
+func NewWorkflow(m *interp.Machine, o WorkflowOptions) (*Workflow, error) {
+	var missing []string
+	for _, d := range xstate.MissingDiagnostics("", m) {
+		if !d.Warning {
+			missing = append(missing, d.String())
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("workflow %s: %s", cmp.Or(o.ID, m.ID), strings.Join(missing, "; "))
+	}
+	w, err := newWorkflow(m, cmp.Or(o.ID, workflowID(m, "")), "", o.HandleKey)
+	if err != nil {
+		return nil, fmt.Errorf("workflow %s: %w", w.ID, err)
+	}
+	w.Version = o.Version
+	if w.Version == "" {
+		h := sha256.New()
+		for _, n := range m.Nodes {
+			fmt.Fprintln(h, n.PathString())
+		}
+		fmt.Fprintln(h, m.EventTypes)
+		w.Version = hex.EncodeToString(h.Sum(nil))[:16]
+	}
+	return w, nil
 }
 
 // listingVersion hashes what clients are shown of a machine's tools
@@ -226,8 +271,8 @@ func metaTool(meta any) (toolMeta, error) {
 	return tm, nil
 }
 
-func newWorkflow(m *interp.Machine, file, defaultHandleKey string) (*Workflow, error) {
-	gm := &Workflow{ID: workflowID(m, file), File: file, Machine: m, HandleKey: defaultHandleKey, byEvent: map[string]*Tool{}}
+func newWorkflow(m *interp.Machine, id, file, defaultHandleKey string) (*Workflow, error) {
+	gm := &Workflow{ID: id, File: file, Machine: m, HandleKey: defaultHandleKey, byEvent: map[string]*Tool{}}
 	if meta, ok := m.Root.Meta.(map[string]any); ok {
 		if k, ok := meta["handleKey"].(string); ok {
 			gm.HandleKey = k

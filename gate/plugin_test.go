@@ -1,0 +1,249 @@
+package gate_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/xstate"
+)
+
+// bill is an invoice made in memory: approved, then discharged by a tool
+// with a Go handler (the payment), which records the handler's output; a
+// failed payment comes back as DISCHARGE_FAILED.
+const bill = `{
+  "id": "bill",
+  "meta": { "handleKey": "bill_id" },
+  "initial": "draft",
+  "context": { "receipt": null, "failure": null },
+  "states": {
+    "draft": { "on": { "APPROVE": "approved" } },
+    "approved": { "on": {
+      "DISCHARGE": { "target": "discharged", "actions": "keepReceipt" },
+      "DISCHARGE_FAILED": { "actions": "keepFailure" },
+      "CANCEL": "cancelled" } },
+    "discharged": { "type": "final" },
+    "cancelled": { "type": "final" }
+  }
+}`
+
+func billWorkflow(t testing.TB) *gate.Workflow {
+	t.Helper()
+	reg := xstate.NewRegistry().
+		Assign("keepReceipt", func(a interp.Args, _ any) (map[string]any, error) {
+			return map[string]any{"receipt": a.Event.Data["output"]}, nil
+		}).
+		Assign("keepFailure", func(a interp.Args, _ any) (map[string]any, error) {
+			return map[string]any{"failure": a.Event.Data["error"]}, nil
+		})
+	m, _, err := (&xstate.Loader{Registry: reg}).Parse("bill.json", []byte(bill))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := gate.NewWorkflow(m, gate.WorkflowOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// payments is a payment service the discharge tool calls: it records
+// what it paid, and fails while broken is set.
+type payments struct {
+	mu     sync.Mutex
+	paid   []string
+	states []any // the instance's state each call saw (StateFrom)
+	broken bool
+}
+
+func (p *payments) discharge(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st, ok := gate.StateFrom(ctx)
+	if !ok {
+		return nil, errors.New("no instance in the handler's context")
+	}
+	p.states = append(p.states, st.Value)
+	if p.broken {
+		return mcp.NewToolResultError("the card was declined"), nil
+	}
+	p.paid = append(p.paid, st.Handle)
+	res := mcp.NewToolResultStructuredOnly(map[string]any{"receipt": "R-" + st.Handle, "amount": 42.0})
+	return res, nil
+}
+
+// hostWithGate is a host's own mcp-go server, with a tool of its own
+// (echo), and the gate bound to it serving bill with discharge bound to
+// approved.
+func hostWithGate(t *testing.T) (*mcpClient, *gate.Gate, *payments) {
+	t.Helper()
+	srv := mcpserver.NewMCPServer("host", "1.0")
+	srv.AddTool(mcp.NewTool("echo", mcp.WithDescription("Echo the text."), mcp.WithString("text")),
+		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText(req.GetString("text", "")), nil
+		})
+	g := gate.New(gate.Options{Store: store.NewMemory(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	// A tool of the host's, bound to a state by name: registered before
+	// the gate is bound (cancel), its handler and definition are the
+	// host's.
+	srv.AddTool(mcp.NewTool("cancel", mcp.WithDescription("Cancel the bill.")),
+		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText("cancelled"), nil
+		})
+	g.Bound("cancel").BindState("bill", []string{"approved"}, "CANCEL")
+	if err := g.Bind(srv); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Bind(mcpserver.NewMCPServer("other", "1")); !errors.Is(err, gate.ErrBound) {
+		t.Fatalf("a second Bind: %v", err)
+	}
+	if err := g.SetWorkflows([]*gate.Workflow{billWorkflow(t)}); err != nil {
+		t.Fatal(err)
+	}
+	pay := &payments{}
+	g.Tool(mcp.NewTool("discharge", mcp.WithDescription("Pay the bill."), mcp.WithOutputSchema[map[string]any]()), pay.discharge).
+		BindState("bill", []string{"approved"}, "DISCHARGE").
+		OnError("DISCHARGE_FAILED")
+	h := g.HTTPHandler(gate.HTTPOptions{})
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	t.Cleanup(h.Close)
+	return connect(t, ts.URL+"/mcp"), g, pay
+}
+
+func TestBindKeepsTheHostsTools(t *testing.T) {
+	c, _, _ := hostWithGate(t)
+	tools := c.tools()
+	for _, want := range []string{"echo", "bill_approve", "bill_status"} {
+		if _, ok := tools[want]; !ok {
+			t.Errorf("%s not listed: %v", want, names(tools))
+		}
+	}
+	for _, hidden := range []string{"discharge", "cancel", "bill_cancel", "bill_discharge", "bill_discharge_failed", "stategate.unknown-tool"} {
+		if _, ok := tools[hidden]; ok {
+			t.Errorf("%s listed in draft: %v", hidden, names(tools))
+		}
+	}
+	if text, _, isErr := c.call("echo", map[string]any{"text": "hi"}); isErr || text != "hi" {
+		t.Errorf("echo: %q %v", text, isErr)
+	}
+}
+
+func TestBoundTool(t *testing.T) {
+	c, _, pay := hostWithGate(t)
+	id := map[string]any{"bill_id": "b-1"}
+	// Not in its state: refused with the tools allowed now, and the
+	// handler does not run.
+	text, sc, isErr := c.call("discharge", id)
+	if !isErr || sc["error"] != "FORBIDDEN" || !strings.Contains(text, "bill_approve") || len(pay.paid) != 0 {
+		t.Fatalf("discharge in draft: %v %s (paid %v)", sc, text, pay.paid)
+	}
+	c.call("bill_approve", id)
+	c.awaitTools("discharge", func(ts map[string]mcp.Tool) bool { _, ok := ts["discharge"]; return ok })
+	listed := c.tools()["discharge"]
+	if props := listed.InputSchema.Properties; props["bill_id"] == nil {
+		t.Errorf("the bound tool's schema lacks the handle argument: %+v", listed.InputSchema)
+	}
+	// A failed payment sends the error event: the bill stays approved.
+	pay.broken = true
+	res := c.callResult("discharge", id)
+	if !res.IsError || !strings.Contains(resultText(res), "declined") {
+		t.Fatalf("a declined payment: %+v", res)
+	}
+	_, sc, _ = c.call("bill_status", id)
+	if sc["state"] != "approved" || sc["context"].(map[string]any)["failure"] != "the card was declined" {
+		t.Fatalf("after the declined payment: %v", sc)
+	}
+	// A payment: the handler saw the instance, its result is kept as it
+	// is, with the gate's note, and the event moved the bill.
+	pay.broken = false
+	res = c.callResult("discharge", id)
+	if res.IsError {
+		t.Fatalf("discharge: %+v", res)
+	}
+	structured, _ := res.StructuredContent.(map[string]any)
+	if structured["receipt"] != "R-b-1" || len(structured) != 2 {
+		t.Errorf("the handler's structured content was changed: %v", res.StructuredContent)
+	}
+	if text := resultText(res); !strings.Contains(text, "now in state discharged (done)") {
+		t.Errorf("no note of where the workflow is: %q", text)
+	}
+	if res.Meta == nil || res.Meta.AdditionalFields["stategate/workflow"] == nil {
+		t.Errorf("no _meta note: %+v", res.Meta)
+	}
+	_, sc, _ = c.call("bill_status", id)
+	receipt, _ := sc["context"].(map[string]any)["receipt"].(map[string]any)
+	if sc["state"] != "discharged" || receipt["receipt"] != "R-b-1" {
+		t.Errorf("after discharge: %v", sc)
+	}
+	if len(pay.paid) != 1 || pay.states[len(pay.states)-1] != "approved" {
+		t.Errorf("paid %v, states seen %v", pay.paid, pay.states)
+	}
+	// Done: the bound tool is gone, and a call is refused.
+	if _, sc, isErr := c.call("discharge", id); !isErr || sc["error"] != "FORBIDDEN" {
+		t.Errorf("discharge when done: %v", sc)
+	}
+}
+
+// TestBoundHostTool: a tool the host registered, bound by name.
+func TestBoundHostTool(t *testing.T) {
+	c, _, _ := hostWithGate(t)
+	id := map[string]any{"bill_id": "b-2"}
+	if _, sc, isErr := c.call("cancel", id); !isErr || sc["error"] != "FORBIDDEN" {
+		t.Fatalf("cancel in draft: %v", sc)
+	}
+	c.call("bill_approve", id)
+	res := c.callResult("cancel", id)
+	if res.IsError || !strings.HasPrefix(resultText(res), "cancelled\n") {
+		t.Fatalf("cancel: %+v", res)
+	}
+	if _, sc, _ := c.call("bill_status", id); sc["state"] != "cancelled" {
+		t.Errorf("after cancel: %v", sc)
+	}
+}
+
+// TestSendFromGo: Go code sends an event to an instance without MCP; the
+// session that sees it is told its tool list changed.
+func TestSendFromGo(t *testing.T) {
+	c, g, _ := hostWithGate(t)
+	ctx := context.Background()
+	id := map[string]any{"bill_id": "b-9"}
+	c.call("bill_status", id) // the session sees b-9
+	c.drain()
+	st, err := g.Instances().Send(ctx, "bill", "b-9", interp.Event{Type: "APPROVE"})
+	if err != nil || st.Value != "approved" || st.Version != 1 {
+		t.Fatalf("Send: %+v, %v", st, err)
+	}
+	c.awaitChanged()
+	if _, ok := c.tools()["discharge"]; !ok {
+		t.Errorf("discharge not listed after a Send: %v", names(c.tools()))
+	}
+	if _, err := g.Instances().Send(ctx, "bill", "b-9", interp.Event{Type: "APPROVE"}); !errors.Is(err, gate.ErrRejected) {
+		t.Errorf("an event the instance does not take: %v", err)
+	}
+	if _, err := g.Instances().Send(ctx, "nope", "b-9", interp.Event{Type: "APPROVE"}); !errors.Is(err, gate.ErrUnknownWorkflow) {
+		t.Errorf("an unknown workflow: %v", err)
+	}
+	if _, err := g.Instances().Send(ctx, "bill", "a\x00b", interp.Event{Type: "APPROVE"}); !errors.Is(err, gate.ErrBadHandle) {
+		t.Errorf("a bad handle: %v", err)
+	}
+	st, err = g.Instances().Snapshot(ctx, "bill", "b-9")
+	if err != nil || st.Value != "approved" || st.Status != "active" {
+		t.Errorf("Snapshot: %+v, %v", st, err)
+	}
+	trail, _ := g.Instances().Store().Audit(ctx, store.Key{Machine: "bill", Handle: "b-9"}, 0)
+	if len(trail) != 1 || trail[0].Tool != gate.SendTool {
+		t.Errorf("audit trail %+v", trail)
+	}
+}
