@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mark3labs/mcp-go/server"
 	"golang.org/x/term"
 
 	"github.com/stategate/stategate/gate"
@@ -100,11 +101,15 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 			log.Info("store closed", "saves", saves, "commits", commits)
 		}
 	}()
-	opts := gate.Options{Store: st, Logger: log, Name: "stategate", Version: version, EventTimeout: c.EventTime}
+	opts := gate.Options{Store: st, Logger: log, EventTimeout: c.EventTime}
 	if c.HTTP == "" {
 		opts.SharedInstance = c.Instance
 	}
 	g := gate.New(opts)
+	mcpSrv := server.NewMCPServer("stategate", version, server.WithInstructions(gate.Instructions), server.WithRecovery())
+	if err := g.Bind(mcpSrv); err != nil {
+		return err
+	}
 	loader := &xstate.Loader{Timeout: c.JSTimeout, Memory: int64(c.JSMemory), Root: c.Machines, Console: log}
 	lib := gate.NewLibrary(g, loader, c.Machines, c.HandleKey)
 	if err := lib.Reload(); err != nil {
