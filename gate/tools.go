@@ -1,0 +1,235 @@
+package gate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// toolRef is what a tool name stands for.
+type toolRef struct {
+	m    *Workflow
+	kind toolKind
+	tool *Tool // for event tools
+	// binding is a bound tool's.
+	binding *Binding
+	// full and compact are the tool as listed, outside and in the
+	// machine's initial state.
+	full, compact mcp.Tool
+}
+
+type toolKind uint8
+
+const (
+	eventTool toolKind = iota
+	statusTool
+	resetTool
+	boundTool // a tool with a handler of its own, bound to states
+)
+
+// served is the machines a gate serves and their tools.
+type served struct {
+	machines map[string]*Workflow  // by id
+	sorted   []*Workflow           // the same, sorted by id
+	tools    map[string]*toolRef   // by tool name
+	bound    map[string][]*Binding // the bindings to each workflow, by its id
+	// boundEvents are the events bound to tools (which have no event
+	// tool), by workflow id.
+	boundEvents map[string]map[string]bool
+	// initial caches what a session that has no instance of a workflow
+	// sees, by *Workflow (views are computed for what is served).
+	initial sync.Map
+}
+
+// ErrToolClash is returned by SetWorkflows when two workflows make tools of
+// one name.
+var ErrToolClash = errors.New("tool name clash")
+
+// SetWorkflows replaces the served machines. Tools of machines no longer
+// served are removed; sessions whose tool list changes are told.
+func (g *Gate) SetWorkflows(ms []*Workflow) error {
+	if err := g.setWorkflows(ms); err != nil {
+		return err
+	}
+	g.refreshAll(context.Background())
+	return nil
+}
+
+// setWorkflows replaces what the gate serves; calls are serialized.
+func (g *Gate) setWorkflows(ms []*Workflow) error {
+	g.setMu.Lock()
+	defer g.setMu.Unlock()
+	return g.serve(ms)
+}
+
+// serve makes the tools of workflows and of the bindings to them, and
+// serves them (under setMu).
+func (g *Gate) serve(ms []*Workflow) error {
+	tools := map[string]*toolRef{}
+	ids := map[string]*Workflow{}
+	add := func(name string, ref toolRef) error {
+		if other, dup := tools[name]; dup {
+			return fmt.Errorf("%w: %s is a tool of %s (%s) and of %s (%s)", ErrToolClash, name, other.m.ID, other.m.File, ref.m.ID, ref.m.File)
+		}
+		ref.full = g.mcpTool(name, ref, false)
+		ref.compact = g.mcpTool(name, ref, true)
+		tools[name] = &ref
+		return nil
+	}
+	// An event bound to a tool (or sent when it fails) has no tool of its
+	// own: the agent sends it by calling the bound tool, whose handler
+	// does the work.
+	boundEvents := map[string]map[string]bool{}
+	for _, b := range g.bindings {
+		if boundEvents[b.workflow] == nil {
+			boundEvents[b.workflow] = map[string]bool{}
+		}
+		boundEvents[b.workflow][b.event] = true
+		if b.errorEvent != "" {
+			boundEvents[b.workflow][b.errorEvent] = true
+		}
+	}
+	for _, m := range ms {
+		if other, dup := ids[m.ID]; dup {
+			return fmt.Errorf("%w: machine id %q is used by %s and %s", ErrToolClash, m.ID, other.File, m.File)
+		}
+		ids[m.ID] = m
+		for _, t := range m.Tools {
+			if boundEvents[m.ID][t.Event] {
+				continue
+			}
+			if err := add(t.Name, toolRef{m: m, kind: eventTool, tool: t}); err != nil {
+				return err
+			}
+		}
+		if err := add(m.StatusTool, toolRef{m: m, kind: statusTool}); err != nil {
+			return err
+		}
+		if err := add(m.ResetTool, toolRef{m: m, kind: resetTool}); err != nil {
+			return err
+		}
+	}
+	bound := map[string][]*Binding{}
+	for _, name := range slices.Sorted(maps.Keys(g.bindings)) {
+		b := g.bindings[name]
+		m := ids[b.workflow]
+		if m == nil {
+			continue // not served (now): the tool is not listed
+		}
+		if err := add(name, toolRef{m: m, kind: boundTool, binding: b}); err != nil {
+			return err
+		}
+		bound[m.ID] = append(bound[m.ID], b)
+	}
+	sorted := slices.SortedFunc(maps.Values(ids), func(a, b *Workflow) int { return strings.Compare(a.ID, b.ID) })
+	prev := g.served.Load().tools
+	// New tools are registered with the MCP server before the gate serves
+	// them, and old ones removed after, so that a call never finds a tool
+	// in one and not the other.
+	g.registerTools(tools)
+	g.inst.setWorkflows(ids)
+	g.served.Store(&served{machines: ids, tools: tools, sorted: sorted, bound: bound, boundEvents: boundEvents})
+	g.unregisterTools(prev, tools)
+	return nil
+}
+
+// registerTools registers the tools with the bound server (if any): the
+// workflows' own tools with the gate's handler, and bound tools with
+// their handler (and the handle argument in their schema when the
+// workflow has a handle key).
+func (g *Gate) registerTools(tools map[string]*toolRef) {
+	srv := g.srv.Load()
+	if srv == nil {
+		return
+	}
+	var add []server.ServerTool
+	for _, name := range slices.Sorted(maps.Keys(tools)) {
+		ref := tools[name]
+		h := server.ToolHandlerFunc(g.handle)
+		if ref.kind == boundTool {
+			if h = ref.binding.handlerFor(srv); h == nil {
+				continue // the host has not registered it (yet)
+			}
+		}
+		add = append(add, server.ServerTool{Tool: ref.full, Handler: h})
+	}
+	if len(add) > 0 {
+		srv.AddTools(add...)
+	}
+}
+
+// unregisterTools removes from the bound server the workflows' own tools
+// that are gone (a bound tool stays registered: its handler is the host's).
+func (g *Gate) unregisterTools(prev, now map[string]*toolRef) {
+	srv := g.srv.Load()
+	if srv == nil {
+		return
+	}
+	var gone []string
+	for name, ref := range prev {
+		if _, ok := now[name]; !ok && ref.kind != boundTool {
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) > 0 {
+		srv.DeleteTools(gone...)
+	}
+}
+
+// mcpTool describes a tool to MCP clients.
+func (g *Gate) mcpTool(name string, ref toolRef, compact bool) mcp.Tool {
+	var desc string
+	var schema map[string]any
+	readOnly := false
+	switch ref.kind {
+	case eventTool:
+		desc, schema = ref.tool.Description, ref.tool.Schema
+		if compact && ref.tool.Compact != "" {
+			desc = ref.tool.Compact
+		}
+	case statusTool:
+		desc = fmt.Sprintf("Show where the %s workflow is: its state, status, context, and the tools it allows now.", ref.m.ID)
+		schema, readOnly = ref.m.statusSchema(), true
+	case resetTool:
+		desc = fmt.Sprintf("Start the %s workflow afresh: it is finished (done or failed) and takes no other step.", ref.m.ID)
+		schema = ref.m.statusSchema()
+	}
+	if ref.kind == boundTool {
+		return g.listedTool(ref.binding, ref.m)
+	}
+	raw, _ := json.Marshal(schema)
+	t := mcp.NewToolWithRawSchema(name, desc, raw)
+	t.Annotations.ReadOnlyHint = &readOnly
+	destructive := false
+	t.Annotations.DestructiveHint = &destructive
+	if ref.kind == eventTool {
+		t.Title = ref.tool.Title
+		hint := func(v bool) *bool { return &v }
+		for h, v := range ref.tool.Hints {
+			switch h {
+			case "readOnlyHint":
+				t.Annotations.ReadOnlyHint = hint(v)
+			case "destructiveHint":
+				t.Annotations.DestructiveHint = hint(v)
+			case "idempotentHint":
+				t.Annotations.IdempotentHint = hint(v)
+			case "openWorldHint":
+				t.Annotations.OpenWorldHint = hint(v)
+			}
+		}
+	}
+	return t
+}
+
+func (g *Gate) lookup(name string) (*toolRef, bool) {
+	ref, ok := g.served.Load().tools[name]
+	return ref, ok
+}
