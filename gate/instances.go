@@ -76,6 +76,21 @@ func (x *Instances) Store() store.Store { return x.store }
 // workflow returns a served workflow by id, nil when none.
 func (x *Instances) workflow(id string) *Workflow { return (*x.workflows.Load())[id] }
 
+// SetWorkflows replaces the workflows whose instances are kept, for
+// Instances used without a Gate (a Gate's SetWorkflows sets them for its
+// own). Two workflows of one id are an error.
+func (x *Instances) SetWorkflows(ws ...*Workflow) error {
+	m := make(map[string]*Workflow, len(ws))
+	for _, w := range ws {
+		if _, dup := m[w.ID]; dup {
+			return fmt.Errorf("%w: two workflows are named %q", ErrToolClash, w.ID)
+		}
+		m[w.ID] = w
+	}
+	x.setWorkflows(m)
+	return nil
+}
+
 // setWorkflows replaces the workflows served.
 func (x *Instances) setWorkflows(ws map[string]*Workflow) { x.workflows.Store(&ws) }
 

@@ -1,0 +1,125 @@
+package gate_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/xstate"
+)
+
+// A workflow made in memory, from a JSON config and Go implementations,
+// driven from Go: no MCP, no file, no JavaScript.
+func ExampleInstances_Send() {
+	reg := xstate.NewRegistry().Assign("count", func(a interp.Args, _ any) (map[string]any, error) {
+		n, _ := a.Context.(map[string]any)["approvals"].(float64)
+		return map[string]any{"approvals": n + 1}, nil
+	})
+	m, _, err := (&xstate.Loader{Registry: reg}).Parse("review.json", []byte(`{
+	  "id": "review", "initial": "open", "context": {"approvals": 0},
+	  "states": {
+	    "open": {"on": {"APPROVE": {"target": "approved", "actions": "count"}}},
+	    "approved": {"type": "final"}}}`))
+	if err != nil {
+		panic(err)
+	}
+	w, err := gate.NewWorkflow(m, gate.WorkflowOptions{})
+	if err != nil {
+		panic(err)
+	}
+	inst := gate.NewInstances(gate.InstancesOptions{}) // a memory store
+	if err := inst.SetWorkflows(w); err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	st, err := inst.Send(ctx, "review", "pr-7", interp.Event{Type: "APPROVE"})
+	fmt.Println(st.Value, st.Status, st.Context, err)
+	_, err = inst.Send(ctx, "review", "pr-7", interp.Event{Type: "APPROVE"})
+	fmt.Println(err)
+	// Output:
+	// approved done map[approvals:1] <nil>
+	// review pr-7: the workflow does not take the event now in state approved
+}
+
+// A host's own mcp-go server, with a tool of its own and a tool whose Go
+// handler does the work of a workflow's step: the gate lists the bound
+// tool only in the state that allows it, and a call moves the workflow.
+func ExampleGate_Bind() {
+	srv := mcpserver.NewMCPServer("billing", "1.0")
+	srv.AddTool(mcp.NewTool("ping"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText("pong"), nil
+	})
+	// One instance shared by every session (over HTTP without it, each
+	// session has its own).
+	g := gate.New(gate.Options{SharedInstance: gate.DefaultInstance})
+	if err := g.Bind(srv); err != nil {
+		panic(err)
+	}
+	m, _, err := (&xstate.Loader{}).Parse("invoice.json", []byte(`{
+	  "id": "invoice", "initial": "draft",
+	  "states": {
+	    "draft": {"on": {"APPROVE": "approved"}},
+	    "approved": {"on": {"DISCHARGE": "discharged"}},
+	    "discharged": {"type": "final"}}}`))
+	if err != nil {
+		panic(err)
+	}
+	w, _ := gate.NewWorkflow(m, gate.WorkflowOptions{})
+	if err := g.SetWorkflows([]*gate.Workflow{w}); err != nil {
+		panic(err)
+	}
+	var paid []string
+	g.Tool(mcp.NewTool("discharge", mcp.WithDescription("Pay the invoice.")),
+		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			st, _ := gate.StateFrom(ctx)
+			paid = append(paid, st.Handle)
+			return mcp.NewToolResultText("paid"), nil
+		}).BindState("invoice", []string{"approved"}, "DISCHARGE")
+
+	c, err := client.NewInProcessClient(srv)
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
+	if _, err := c.Initialize(ctx, init); err != nil {
+		panic(err)
+	}
+	list := func() {
+		res, _ := c.ListTools(ctx, mcp.ListToolsRequest{})
+		var names []string
+		for _, t := range res.Tools {
+			names = append(names, t.Name)
+		}
+		sort.Strings(names)
+		fmt.Println(names)
+	}
+	call := func(name string) {
+		req := mcp.CallToolRequest{}
+		req.Params.Name = name
+		res, _ := c.CallTool(ctx, req)
+		fmt.Println(name, "->", res.Content[0].(mcp.TextContent).Text)
+	}
+	list()
+	call("invoice_approve")
+	list()
+	call("discharge")
+	fmt.Println("paid:", paid)
+	// Output:
+	// [invoice_approve invoice_status ping]
+	// invoice_approve -> invoice default is now in state approved (active). Tools available now: discharge, invoice_status.
+	// [discharge invoice_status ping]
+	// discharge -> paid
+	// paid: [default]
+}
