@@ -196,4 +196,3 @@ func waitHTTP(t *testing.T, addr string) {
 	}
 	t.Fatal("the server did not start")
 }
-
