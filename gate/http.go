@@ -200,23 +200,17 @@ func (h *HTTPHandler) post(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if e := checkMessage(body); e != nil {
+	env, e := readEnvelope(body)
+	if e != nil {
 		writeJSONRPC(w, http.StatusBadRequest, e)
 		return
 	}
-	var msg struct {
-		Method string `json:"method"`
-		Params struct {
-			Meta *mcp.Meta `json:"_meta"`
-		} `json:"params"`
-	}
-	_ = json.Unmarshal(body, &msg)
-	if v := msg.Params.Meta.ProtocolVersion(); mcp.IsModernProtocol(v) {
+	if v := metaProtocolVersion(env.Params); mcp.IsModernProtocol(v) {
 		writeJSONRPC(w, http.StatusBadRequest, rpcError(nil, mcp.INVALID_REQUEST,
 			fmt.Sprintf("protocol version %s is not served over Streamable HTTP here; use %s (with initialize)", v, strings.Join(httpVersions, ", "))))
 		return
 	}
-	if msg.Method == string(mcp.MethodInitialize) {
+	if env.method() == string(mcp.MethodInitialize) {
 		if !h.ids.admit() {
 			http.Error(w, fmt.Sprintf("Service Unavailable: %d sessions are busy; try again later", h.opts.MaxSessions), http.StatusServiceUnavailable)
 			return
@@ -231,6 +225,19 @@ func (h *HTTPHandler) post(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	h.inner.ServeHTTP(w, r)
+}
+
+// metaProtocolVersion is the protocol version a message's params name in
+// their _meta (2026-07-28 puts it there), "" when none.
+func metaProtocolVersion(params json.RawMessage) string {
+	if !bytes.Contains(params, []byte(`"_meta"`)) {
+		return ""
+	}
+	var p struct {
+		Meta *mcp.Meta `json:"_meta"`
+	}
+	_ = json.Unmarshal(params, &p)
+	return p.Meta.ProtocolVersion()
 }
 
 // readBody reads a POST's body within the size and time bounds, or answers

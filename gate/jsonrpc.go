@@ -3,6 +3,7 @@ package gate
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -23,55 +24,84 @@ import (
 //     id when it is a valid one;
 //   - params that are not an object: -32602.
 func checkMessage(raw []byte) *mcp.JSONRPCError {
+	_, err := readEnvelope(raw)
+	return err
+}
+
+// envelope is a message's members as checkMessage reads them, once; the
+// params stay raw.
+type envelope struct {
+	JSONRPC json.RawMessage `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  json.RawMessage `json:"method"`
+	Params  json.RawMessage `json:"params"`
+	Result  json.RawMessage `json:"result"`
+	Error   json.RawMessage `json:"error"`
+}
+
+// method returns the message's method ("" for a response).
+func (e *envelope) method() string {
+	var m string
+	_ = json.Unmarshal(e.Method, &m)
+	return m
+}
+
+// readEnvelope reads a message's members as checkMessage checks them, and
+// returns them or the error to answer with.
+func readEnvelope(raw []byte) (*envelope, *mcp.JSONRPCError) {
 	if !utf8.Valid(raw) {
-		return rpcError(nil, mcp.PARSE_ERROR, "Parse error: the message is not valid UTF-8")
-	}
-	if !json.Valid(raw) {
-		return rpcError(nil, mcp.PARSE_ERROR, "Parse error: the message is not valid JSON")
+		return nil, rpcError(nil, mcp.PARSE_ERROR, "Parse error: the message is not valid UTF-8")
 	}
 	b := bytes.TrimLeft(raw, " \t\r\n")
-	if len(b) > 0 && b[0] == '[' {
-		return rpcError(nil, mcp.INVALID_REQUEST, "Invalid Request: JSON-RPC batches are not supported; send one message at a time")
-	}
-	var m map[string]json.RawMessage
-	if len(b) == 0 || b[0] != '{' || json.Unmarshal(b, &m) != nil {
-		return rpcError(nil, mcp.INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
-	}
-	var id any
-	rawID, hasID := m["id"]
-	if hasID {
-		switch first(rawID) {
-		case '"':
-			var s string
-			_ = json.Unmarshal(rawID, &s)
-			id = s
-		case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-			id = json.Number(rawID)
+	var e envelope
+	if err := json.Unmarshal(b, &e); err != nil {
+		var te *json.UnmarshalTypeError
+		switch {
+		case !errors.As(err, &te) || !json.Valid(b):
+			return nil, rpcError(nil, mcp.PARSE_ERROR, "Parse error: the message is not valid JSON")
+		case len(b) > 0 && b[0] == '[':
+			return nil, rpcError(nil, mcp.INVALID_REQUEST, "Invalid Request: JSON-RPC batches are not supported; send one message at a time")
 		default:
-			return rpcError(nil, mcp.INVALID_REQUEST, "Invalid Request: id must be a string or a number")
+			return nil, rpcError(nil, mcp.INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
 		}
 	}
-	if v, ok := m["jsonrpc"]; !ok || string(bytes.TrimSpace(v)) != `"2.0"` {
-		return rpcError(id, mcp.INVALID_REQUEST, `Invalid Request: "jsonrpc" must be "2.0"`)
+	if len(b) == 0 || b[0] != '{' {
+		return nil, rpcError(nil, mcp.INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
 	}
-	rawMethod, hasMethod := m["method"]
-	if hasMethod && first(rawMethod) != '"' {
-		return rpcError(id, mcp.INVALID_REQUEST, "Invalid Request: method must be a string")
+	var id any
+	hasID := e.ID != nil
+	if hasID {
+		switch first(e.ID) {
+		case '"':
+			var s string
+			_ = json.Unmarshal(e.ID, &s)
+			id = s
+		case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+			id = json.Number(e.ID)
+		default:
+			return nil, rpcError(nil, mcp.INVALID_REQUEST, "Invalid Request: id must be a string or a number")
+		}
 	}
-	_, hasResult := m["result"]
-	_, hasError := m["error"]
+	if string(bytes.TrimSpace(e.JSONRPC)) != `"2.0"` {
+		return nil, rpcError(id, mcp.INVALID_REQUEST, `Invalid Request: "jsonrpc" must be "2.0"`)
+	}
+	hasMethod := e.Method != nil
+	if hasMethod && first(e.Method) != '"' {
+		return nil, rpcError(id, mcp.INVALID_REQUEST, "Invalid Request: method must be a string")
+	}
+	hasResult, hasError := e.Result != nil, e.Error != nil
 	switch {
 	case hasMethod && (hasResult || hasError):
-		return rpcError(id, mcp.INVALID_REQUEST, "Invalid Request: a message has a method or a result, not both")
+		return nil, rpcError(id, mcp.INVALID_REQUEST, "Invalid Request: a message has a method or a result, not both")
 	case !hasMethod && !(hasResult || hasError):
-		return rpcError(id, mcp.INVALID_REQUEST, "Invalid Request: a message needs a method (a request or notification) or a result or error (a response)")
+		return nil, rpcError(id, mcp.INVALID_REQUEST, "Invalid Request: a message needs a method (a request or notification) or a result or error (a response)")
 	case !hasMethod && !hasID:
-		return rpcError(nil, mcp.INVALID_REQUEST, "Invalid Request: a response needs the id of the request it answers")
+		return nil, rpcError(nil, mcp.INVALID_REQUEST, "Invalid Request: a response needs the id of the request it answers")
 	}
-	if p, ok := m["params"]; ok && hasMethod && first(p) != '{' {
-		return rpcError(id, mcp.INVALID_PARAMS, "Invalid params: params must be an object")
+	if e.Params != nil && hasMethod && first(e.Params) != '{' {
+		return nil, rpcError(id, mcp.INVALID_PARAMS, "Invalid params: params must be an object")
 	}
-	return nil
+	return &e, nil
 }
 
 // first returns the first byte of a JSON value, 0 for none.
