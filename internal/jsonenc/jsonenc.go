@@ -1,4 +1,8 @@
-package interp
+// Package jsonenc writes JSON as encoding/json writes it, byte for byte,
+// faster for the JSON-like values that contexts, events and snapshots are
+// made of. The engine (persisted snapshots) and the gate (structured
+// results) use it.
+package jsonenc
 
 import (
 	"encoding/json"
@@ -8,21 +12,21 @@ import (
 	"unicode/utf8"
 )
 
-// AppendJSON appends the JSON encoding of v to dst, byte for byte as
-// json.Marshal writes it. It is fast for the JSON-like values contexts,
-// events and state values are made of (nil, bool, string, float64, int,
-// map[string]any, []any, []string, json.RawMessage) and hands anything
-// else to json.Marshal.
-func AppendJSON(dst []byte, v any) ([]byte, error) {
+// Append appends the JSON encoding of v to dst, byte for byte as
+// json.Marshal writes it. It is fast for the JSON-like values contexts and
+// events are made of (nil, bool, string, float64, int, map[string]any,
+// []any, []string) and hands anything else (a json.Marshaler, a
+// json.RawMessage) to json.Marshal.
+func Append(dst []byte, v any) ([]byte, error) {
 	switch x := v.(type) {
 	case nil:
 		return append(dst, "null"...), nil
 	case bool:
 		return strconv.AppendBool(dst, x), nil
 	case string:
-		return appendJSONString(dst, x), nil
+		return AppendString(dst, x), nil
 	case float64:
-		return appendJSONFloat(dst, x)
+		return appendFloat(dst, x)
 	case int:
 		return strconv.AppendInt(dst, int64(x), 10), nil
 	case int64:
@@ -42,10 +46,10 @@ func AppendJSON(dst []byte, v any) ([]byte, error) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendJSONString(dst, k)
+			dst = AppendString(dst, k)
 			dst = append(dst, ':')
 			var err error
-			if dst, err = AppendJSON(dst, x[k]); err != nil {
+			if dst, err = Append(dst, x[k]); err != nil {
 				return dst, err
 			}
 		}
@@ -60,7 +64,7 @@ func AppendJSON(dst []byte, v any) ([]byte, error) {
 				dst = append(dst, ',')
 			}
 			var err error
-			if dst, err = AppendJSON(dst, e); err != nil {
+			if dst, err = Append(dst, e); err != nil {
 				return dst, err
 			}
 		}
@@ -74,11 +78,9 @@ func AppendJSON(dst []byte, v any) ([]byte, error) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendJSONString(dst, e)
+			dst = AppendString(dst, e)
 		}
 		return append(dst, ']'), nil
-	case Value:
-		return x.appendJSON(dst), nil
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -87,8 +89,8 @@ func AppendJSON(dst []byte, v any) ([]byte, error) {
 	return append(dst, b...), nil
 }
 
-// appendJSONFloat writes a number as encoding/json does.
-func appendJSONFloat(dst []byte, f float64) ([]byte, error) {
+// appendFloat writes a number as encoding/json does.
+func appendFloat(dst []byte, f float64) ([]byte, error) {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		_, err := json.Marshal(f) // the same error json.Marshal gives
 		return dst, err
@@ -108,9 +110,9 @@ func appendJSONFloat(dst []byte, f float64) ([]byte, error) {
 	return dst, nil
 }
 
-// appendJSONString writes a string as json.Marshal does (HTML characters
-// escaped, invalid UTF-8 replaced).
-func appendJSONString(dst []byte, s string) []byte {
+// AppendString appends a JSON string as json.Marshal writes it (HTML
+// characters escaped, invalid UTF-8 replaced).
+func AppendString(dst []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
 			b, _ := json.Marshal(s)
