@@ -176,9 +176,9 @@ func (st *stepper) makeChild(logic ActorLogic, src, id string, input any, sync b
 	if _, isMachine := logic.(*MachineLogic); isMachine {
 		// A child machine's input goes into Go values (its init event),
 		// which Go code may read.
-		if sealer, ok := st.m.Impl.Host.(Sealer); ok {
+		if st.thread != nil {
 			var err error
-			if input, err = sealer.Seal(st.rt, input); err != nil {
+			if input, err = st.thread.Seal(input); err != nil {
 				return nil, err
 			}
 		}
@@ -215,7 +215,7 @@ func (st *stepper) resolveChildAction(s *Snapshot, ev Event, a Action, params an
 		}
 		var child *Actor
 		if logic != nil {
-			input, err := st.eval(a.Input, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s, Runtime: st.rt}, nil)
+			input, err := st.eval(a.Input, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s, Thread: st.thread}, nil)
 			if err != nil {
 				return nil, err
 			}

@@ -81,9 +81,9 @@ type Args struct {
 	Self *Actor
 	// Snapshot is the snapshot being evaluated; nil outside transitions.
 	Snapshot *Snapshot
-	// Runtime is what the machine's Host lent the step (a JavaScript
+	// Thread is what the machine's Host lent the step (a JavaScript
 	// runtime), nil for a machine with no Host.
-	Runtime any
+	Thread Thread
 	// Spawner, given to an assign's function and to a context function,
 	// starts children at run time (XState's spawn).
 	Spawner Spawner
@@ -171,8 +171,9 @@ type Implementations struct {
 	Actions map[string]Action
 	Actors  map[string]ActorLogic
 	Delays  map[string]Delay
-	// Host lends the implementations' code its runtime (a JavaScript
-	// runtime for implementations written in JS); nil for Go code.
+	// Host lends the implementations' code a thread to run in (a
+	// JavaScript runtime for implementations written in JS); nil for Go
+	// code.
 	Host Host
 }
 

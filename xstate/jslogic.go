@@ -16,30 +16,31 @@ import (
 // an observable's subscription keeps a runtime of its own until it ends.)
 
 // logicRuntime returns the runtime for the code of a child's logic, and
-// what gives it back when done.
-func (r *jsResolver) logicRuntime(self *interp.Actor) (*jsRuntime, func(), error) {
+// whether it is the logic's own, to Release when done (else it is the
+// runtime an ancestor's step holds).
+func (r *jsResolver) logicRuntime(self *interp.Actor) (*jsRuntime, bool, error) {
 	if self != nil {
-		if rt, ok := self.HeldRuntime(r.mod).(*jsRuntime); ok {
-			return rt, noRelease, nil
+		if rt, ok := self.HeldThread(r.mod).(*jsRuntime); ok {
+			return rt, false, nil
 		}
 	}
 	rt, err := r.mod.get()
 	if err != nil {
-		return nil, nil, err
+		return nil, false, err
 	}
-	return rt, rt.release, nil
+	return rt, true, nil
 }
-
-func noRelease() {}
 
 func (r *jsResolver) promise(f *jsFn) interp.ActorLogic {
 	label := fnLabel("promise actor", f, "")
 	return &interp.PromiseLogic{Start: func(self *interp.Actor, input any, settle func(any, error)) error {
-		rt, release, err := r.logicRuntime(self)
+		rt, own, err := r.logicRuntime(self)
 		if err != nil {
 			return err
 		}
-		defer release()
+		if own {
+			defer rt.Release()
+		}
 		out, err := rt.callFn(f, label, rt.logicArgs(input, self))
 		if err != nil {
 			return err
@@ -222,11 +223,13 @@ func (r *jsResolver) reducer(f *jsFn, initial any) interp.ActorLogic {
 			if !isFn {
 				return plain(initial), nil
 			}
-			rt, release, err := r.logicRuntime(self)
+			rt, own, err := r.logicRuntime(self)
 			if err != nil {
 				return nil, err
 			}
-			defer release()
+			if own {
+				defer rt.Release()
+			}
 			args := rt.vm.NewObject()
 			_ = args.Set("input", rt.toJS(input))
 			out, err := rt.callFn(fn, label+" initial state", args)
@@ -236,11 +239,13 @@ func (r *jsResolver) reducer(f *jsFn, initial any) interp.ActorLogic {
 			return rt.keep(out), nil
 		},
 		Transition: func(self *interp.Actor, state any, ev interp.Event) (any, error) {
-			rt, release, err := r.logicRuntime(self)
+			rt, own, err := r.logicRuntime(self)
 			if err != nil {
 				return nil, err
 			}
-			defer release()
+			if own {
+				defer rt.Release()
+			}
 			out, err := rt.callFn(f, label, rt.toJS(state), rt.eventJS(ev))
 			if err != nil {
 				return nil, err

@@ -65,8 +65,6 @@ type jsRuntime struct {
 	// callables are the fns as goja calls them, made on first use.
 	callables []goja.Callable
 	depth     int // nesting of calls from Go
-	// release gives the runtime back to the module's pool.
-	release func()
 
 	// calls counts the top-level calls begun and ended: it is odd while
 	// one runs. The rest is the watchdog's, under the module's lock: the
@@ -208,7 +206,7 @@ type jsLazy struct {
 }
 
 // Seal converts the JavaScript values a step left in a context, or a lazy
-// value (params), to Go values (interp.Sealer). A context is sealed in
+// value (params), to Go values (interp.Thread). A context is sealed in
 // place: a context with such values is one the step made (by an assign)
 // and no one else has seen, and the Go values stand for the same values,
 // so the context's JavaScript object, if the step made one, stands for the
@@ -216,7 +214,23 @@ type jsLazy struct {
 //
 // A value that cannot be converted (see convert) fails the step: that
 // error, or one a conversion earlier in the step met, is returned.
-func (m *jsModule) Seal(rt any, v any) (any, error) {
+func (rt *jsRuntime) Seal(v any) (any, error) {
+	v, err := sealLazy(v)
+	if err != nil {
+		return v, err
+	}
+	if err := rt.conversionError(); err != nil {
+		return v, err
+	}
+	return v, nil
+}
+
+// Release gives the runtime back to its module's pool (interp.Thread).
+func (rt *jsRuntime) Release() { rt.mod.put(rt) }
+
+// sealLazy converts the lazy values of a context in place, or a lazy
+// value, each with its own runtime.
+func sealLazy(v any) (any, error) {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, e := range x {
@@ -233,11 +247,6 @@ func (m *jsModule) Seal(rt any, v any) (any, error) {
 			return v, err
 		}
 		return g, nil
-	}
-	if r, ok := rt.(*jsRuntime); ok {
-		if err := r.conversionError(); err != nil {
-			return v, err
-		}
 	}
 	return v, nil
 }
@@ -289,18 +298,37 @@ func plainArgs(a interp.Args) interp.Args {
 	return a
 }
 
-// Acquire lends a runtime for a step.
-func (m *jsModule) Acquire() (any, func()) {
+// Acquire lends a runtime for a step of an actor whose work ctx bounds
+// (interp.Host): the watchdog interrupts a call in progress when ctx
+// ends.
+func (m *jsModule) Acquire(ctx context.Context) interp.Thread {
 	rt, err := m.get()
 	if err != nil {
-		return &jsBroken{err}, func() {}
+		return &jsBroken{err}
 	}
-	return rt, rt.release
+	if ctx.Done() != nil {
+		m.mu.Lock()
+		rt.ctx = ctx
+		m.mu.Unlock()
+	}
+	return rt
 }
+
+var (
+	_ interp.Host   = (*jsModule)(nil)
+	_ interp.Thread = (*jsRuntime)(nil)
+	_ interp.Thread = (*jsBroken)(nil)
+)
 
 // jsBroken is what a step gets when no runtime could be made; every call
 // fails with its error.
 type jsBroken struct{ err error }
+
+// Seal converts the lazy values of other runtimes (this step made none).
+func (b *jsBroken) Seal(v any) (any, error) { return sealLazy(v) }
+
+// Release does nothing: the step had no runtime.
+func (b *jsBroken) Release() {}
 
 func (m *jsModule) get() (*jsRuntime, error) {
 	m.mu.Lock()
@@ -340,7 +368,6 @@ func (m *jsModule) newRuntime() (*jsRuntime, []any, error) {
 	vm := goja.New()
 	vm.SetMaxCallStackSize(maxCallStack)
 	rt := &jsRuntime{mod: m, vm: vm}
-	rt.release = func() { m.put(rt) }
 	m.mu.Lock()
 	m.all = append(m.all, rt)
 	m.mu.Unlock()
@@ -575,7 +602,7 @@ func jsErr(err error) error {
 
 // runtimeOf returns the runtime a step was lent.
 func runtimeOf(a interp.Args) (*jsRuntime, error) {
-	switch rt := a.Runtime.(type) {
+	switch rt := a.Thread.(type) {
 	case *jsRuntime:
 		return rt, nil
 	case *jsBroken:

@@ -353,22 +353,6 @@ func (m *jsModule) busy() bool {
 	return false
 }
 
-// AcquireContext lends a runtime for a step of an actor whose work ctx
-// bounds (interp.ContextHost): a call in progress when ctx ends is
-// interrupted.
-func (m *jsModule) AcquireContext(ctx context.Context) (any, func()) {
-	rt, err := m.get()
-	if err != nil {
-		return &jsBroken{err}, func() {}
-	}
-	m.mu.Lock()
-	rt.ctx = ctx
-	m.mu.Unlock()
-	return rt, rt.release
-}
-
-var _ interp.ContextHost = (*jsModule)(nil)
-
 // interruptError is the error of a call the watchdog interrupted, naming
 // the function (what) as the time limit's does.
 func (rt *jsRuntime) interruptError(what string, reason any) error {
