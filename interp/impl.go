@@ -89,10 +89,12 @@ type Args struct {
 	Spawner Spawner
 }
 
-// Spawner starts a child as spawnChild does and returns it: src is the
-// name of one of the machine's actors, or an ActorLogic.
+// Spawner starts a child as spawnChild does and returns it: a child of
+// logic, or when logic is nil, of the machine's actor named src
+// (Implementations.Actors). A child of inline logic (src "") is not
+// persisted by name.
 type Spawner interface {
-	Spawn(src any, opts SpawnOptions) (*Actor, error)
+	Spawn(src string, logic ActorLogic, opts SpawnOptions) (*Actor, error)
 }
 
 // SpawnOptions are the options of a Spawner's Spawn.

@@ -946,7 +946,8 @@ func (ao *argsObj) field(key string) *goja.Value {
 // machine); it returns the new child's actor ref.
 func (ao *argsObj) callSpawn(call goja.FunctionCall) goja.Value {
 	rt := ao.rt
-	var src any
+	var src string
+	var logic interp.ActorLogic
 	if arg := call.Argument(0); goja.IsString(arg) {
 		src = arg.String()
 	} else {
@@ -955,11 +956,11 @@ func (ao *argsObj) callSpawn(call goja.FunctionCall) goja.Value {
 		if err != nil {
 			panic(rt.vm.NewGoError(err))
 		}
-		logic, ok, err := (&jsResolver{mod: rt.mod}).invokeLogic(v)
+		var ok bool
+		logic, ok, err = (&jsResolver{mod: rt.mod}).invokeLogic(v)
 		if err != nil || !ok {
 			panic(rt.vm.NewTypeError("spawn() needs an actor name or logic"))
 		}
-		src = logic
 	}
 	var o interp.SpawnOptions
 	if opts, ok := call.Argument(1).(*goja.Object); ok {
@@ -976,7 +977,7 @@ func (ao *argsObj) callSpawn(call goja.FunctionCall) goja.Value {
 			o.SyncSnapshot = v.ToBoolean()
 		}
 	}
-	c, err := ao.spawner.Spawn(src, o)
+	c, err := ao.spawner.Spawn(src, logic, o)
 	if err != nil {
 		panic(rt.vm.NewGoError(err))
 	}
