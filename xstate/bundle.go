@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/evanw/esbuild/pkg/api"
+
+	"github.com/stategate/stategate/internal/config"
 )
 
 //go:embed shim.js
@@ -85,7 +87,7 @@ func bundle(file string, root *fileRoot) (*bundled, []Diagnostic) {
 				if err != nil {
 					return api.OnLoadResult{}, err
 				}
-				if err := checkNesting(data); err != nil {
+				if err := config.CheckNesting(data); err != nil {
 					return api.OnLoadResult{}, err
 				}
 				out.locks = out.locks || objectLocks.Match(data)

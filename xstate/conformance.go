@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stategate/stategate/internal/config"
 	"github.com/stategate/stategate/interp"
 )
 
@@ -87,11 +88,11 @@ func ReadCase(path string) (*Case, error) {
 }
 
 func decodePlain(data []byte) (any, error) {
-	v, err := decodeOrdered(data)
+	v, err := config.Decode(data)
 	if err != nil {
 		return nil, err
 	}
-	return plain(v), nil
+	return config.Plain(v), nil
 }
 
 // Load loads the case's machine, with its implementations, as the oracle
@@ -109,7 +110,7 @@ func (c *Case) Load(l *Loader) (*interp.Machine, error) {
 	}
 	var m *interp.Machine
 	if strings.EqualFold(filepath.Ext(file), ".json") {
-		var cfg *object
+		var cfg *config.Object
 		if cfg, err = readConfig(root, file); err != nil {
 			return nil, fmt.Errorf("%s: the case's machine: %w", c.Path, err)
 		}

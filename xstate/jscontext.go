@@ -6,6 +6,7 @@ import (
 
 	"github.com/dop251/goja"
 
+	"github.com/stategate/stategate/internal/config"
 	"github.com/stategate/stategate/interp"
 )
 
@@ -183,7 +184,7 @@ func (c *ctxObj) Keys() []string {
 			keys = append([]string{"type"}, keys...)
 		}
 	}
-	return jsKeyOrder(keys)
+	return config.KeyOrder(keys)
 }
 
 // plain is the context as JSON shows it, a map of its own: the Go values,

@@ -13,6 +13,7 @@ import (
 	"github.com/dop251/goja"
 	"github.com/evanw/esbuild/pkg/api"
 
+	"github.com/stategate/stategate/internal/config"
 	"github.com/stategate/stategate/interp"
 )
 
@@ -211,7 +212,7 @@ func (l *Loader) loadModuleIn(root *fileRoot, file string) (*interp.Machine, []D
 		return nil, nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Msg: "the module exports no machine"}}}
 	}
 	r := &jsResolver{mod: mod}
-	cfg, ok := marker.get("config").(*object)
+	cfg, ok := marker.get("config").(*config.Object)
 	if !ok {
 		return nil, nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Msg: "createMachine() needs a config object"}}}
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/dop251/goja"
 
+	"github.com/stategate/stategate/internal/config"
 	"github.com/stategate/stategate/interp"
 )
 
@@ -221,7 +222,7 @@ func (r *jsResolver) reducer(f *jsFn, initial any) interp.ActorLogic {
 		Initial: func(self *interp.Actor, input any) (any, error) {
 			fn, isFn := initial.(*jsFn)
 			if !isFn {
-				return plain(initial), nil
+				return config.Plain(initial), nil
 			}
 			rt, own, err := r.logicRuntime(self)
 			if err != nil {

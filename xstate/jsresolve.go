@@ -6,6 +6,7 @@ import (
 
 	"github.com/dop251/goja"
 
+	"github.com/stategate/stategate/internal/config"
 	"github.com/stategate/stategate/interp"
 )
 
@@ -72,7 +73,7 @@ func (r *jsResolver) params(v any, label string) *interp.Expr {
 }
 
 // paramsExpr is params for the config reader: false for a static value.
-func (r *jsResolver) paramsExpr(v any) (*interp.Expr, bool) {
+func (r *jsResolver) ParamsExpr(v any) (*interp.Expr, bool) {
 	if f, ok := v.(*jsFn); ok {
 		return paramsFn(f, fnLabel("function", f, "")), true
 	}
@@ -96,7 +97,7 @@ func paramsFn(f *jsFn, label string) *interp.Expr {
 // for a static value. What a function returns stays a JavaScript value
 // (jsLazy) for the actor's code, which starts in the step (a child
 // started after the step gets it converted: interp's sealStarts).
-func (r *jsResolver) inputExpr(v any) (*interp.Expr, bool) {
+func (r *jsResolver) InputExpr(v any) (*interp.Expr, bool) {
 	f, ok := v.(*jsFn)
 	if !ok {
 		return nil, false
@@ -111,7 +112,7 @@ func (r *jsResolver) inputExpr(v any) (*interp.Expr, bool) {
 	}}, true
 }
 
-func (r *jsResolver) expr(v any) (*interp.Expr, bool) {
+func (r *jsResolver) Expr(v any) (*interp.Expr, bool) {
 	if f, ok := v.(*jsFn); ok {
 		return r.exprFn(f, fnLabel("function", f, "")), true
 	}
@@ -123,13 +124,13 @@ func (r *jsResolver) value(v any, label string) *interp.Expr {
 	if v == nil {
 		return nil
 	}
-	if _, undef := v.(undefinedValue); undef {
+	if _, undef := v.(config.Undefined); undef {
 		return nil
 	}
 	if f, ok := v.(*jsFn); ok {
 		return r.exprFn(f, label)
 	}
-	return interp.Static(plain(v))
+	return interp.Static(config.Plain(v))
 }
 
 // event is the event of a raise, emit or sendTo: an object, or a function
@@ -174,7 +175,7 @@ func (r *jsResolver) fnExpr(v any, label string, convert func(*jsRuntime, goja.V
 	}}
 }
 
-func (r *jsResolver) guard(v any) (interp.Guard, bool, error) {
+func (r *jsResolver) Guard(v any) (interp.Guard, bool, error) {
 	return r.guardNamed(v, "")
 }
 
@@ -182,13 +183,13 @@ func (r *jsResolver) guardNamed(v any, name string) (interp.Guard, bool, error) 
 	switch x := v.(type) {
 	case string:
 		return &interp.NamedGuard{Type: x}, true, nil
-	case *object:
-		t, _ := x.vals["type"].(string)
+	case *config.Object:
+		t, _ := x.Vals["type"].(string)
 		if t == "" {
 			return nil, true, errors.New("a guard object needs a string type")
 		}
 		g := &interp.NamedGuard{Type: t}
-		if p, ok := x.get("params"); ok {
+		if p, ok := x.Get("params"); ok {
 			g.Params = r.params(p, fmt.Sprintf("params of guard '%s'", t))
 		}
 		return g, true, nil
@@ -207,7 +208,7 @@ func (r *jsResolver) guardNamed(v any, name string) (interp.Guard, bool, error) 
 			list, _ := x.get("guards").([]any)
 			var gs []interp.Guard
 			for _, e := range list {
-				g, ok, err := r.guard(e)
+				g, ok, err := r.Guard(e)
 				if !ok || err != nil {
 					return nil, true, errOr(err, fmt.Errorf("%s(): not a guard: %v", x.kind, e))
 				}
@@ -218,13 +219,13 @@ func (r *jsResolver) guardNamed(v any, name string) (interp.Guard, bool, error) 
 			}
 			return &interp.OrGuard{Guards: gs}, true, nil
 		case "not":
-			g, ok, err := r.guard(x.get("guard"))
+			g, ok, err := r.Guard(x.get("guard"))
 			if !ok || err != nil {
 				return nil, true, errOr(err, errors.New("not(): not a guard"))
 			}
 			return &interp.NotGuard{Guard: g}, true, nil
 		case "stateIn":
-			return &interp.StateInGuard{State: plain(x.get("state"))}, true, nil
+			return &interp.StateInGuard{State: config.Plain(x.get("state"))}, true, nil
 		}
 		return nil, true, fmt.Errorf("%s() is not a guard", x.kind)
 	}
@@ -238,7 +239,7 @@ func errOr(err, alt error) error {
 	return alt
 }
 
-func (r *jsResolver) action(v any) (interp.Action, bool, error) {
+func (r *jsResolver) Action(v any) (interp.Action, bool, error) {
 	return r.actionNamed(v, "")
 }
 
@@ -247,13 +248,13 @@ func (r *jsResolver) actionNamed(v any, name string) (interp.Action, bool, error
 	switch x := v.(type) {
 	case string:
 		return &interp.NamedAction{Type: x}, true, nil
-	case *object:
-		t, _ := x.vals["type"].(string)
+	case *config.Object:
+		t, _ := x.Vals["type"].(string)
 		if t == "" {
 			return nil, true, errors.New("an action object needs a string type")
 		}
 		a := &interp.NamedAction{Type: t}
-		if p, ok := x.get("params"); ok {
+		if p, ok := x.Get("params"); ok {
 			a.Params = r.params(p, fmt.Sprintf("params of action '%s'", t))
 		}
 		return a, true, nil
@@ -276,7 +277,7 @@ func (r *jsResolver) delay(v any) (*interp.Expr, string) {
 	switch d := v.(type) {
 	case string:
 		return nil, d
-	case nil, undefinedValue:
+	case nil, config.Undefined:
 		return nil, ""
 	}
 	return r.value(v, "delay"), ""
@@ -383,23 +384,23 @@ func (r *jsResolver) assign(v any, label string) (interp.Action, error) {
 			rt.partialUpdate(out, ctx)
 			return nil
 		}}, nil
-	case *object:
-		keys := x.keys
+	case *config.Object:
+		keys := x.Keys
 		fns := make([]*jsFn, len(keys))
 		static := make([]any, len(keys))
 		for i, k := range keys {
-			if f, ok := x.vals[k].(*jsFn); ok {
+			if f, ok := x.Vals[k].(*jsFn); ok {
 				fns[i] = f
 			} else {
-				static[i] = plain(x.vals[k])
+				static[i] = config.Plain(x.Vals[k])
 			}
 		}
 		// A key set to undefined leaves the context (JSON has no
 		// undefined: XState's context shows without it).
-		for _, k := range x.undef {
+		for _, k := range x.Undef {
 			keys = append(keys, k)
 			fns = append(fns, nil)
-			static = append(static, undefinedValue{})
+			static = append(static, config.Undefined{})
 		}
 		return assignProps(keys, fns, static, label), nil
 	}
@@ -418,7 +419,7 @@ func assignProps(keys []string, fns []*jsFn, static []any, label string) interp.
 	return &interp.AssignAction{Into: func(a interp.Args, params any, ctx map[string]any) error {
 		for i, k := range keys {
 			if fns[i] == nil {
-				if _, undef := static[i].(undefinedValue); undef {
+				if _, undef := static[i].(config.Undefined); undef {
 					delete(ctx, k)
 				} else {
 					ctx[k] = static[i]
@@ -526,7 +527,7 @@ func (r *jsResolver) checked(rt *jsRuntime, gv goja.Value) (interp.Guard, error)
 	if err != nil {
 		return nil, err
 	}
-	g, ok, err := r.guard(v)
+	g, ok, err := r.Guard(v)
 	if !ok || err != nil {
 		return nil, errOr(err, errors.New("check(): not a guard"))
 	}
@@ -585,7 +586,7 @@ func namedGuardJS(rt *jsRuntime, v goja.Value) *interp.NamedGuard {
 }
 
 // invokeSrc converts the src of an invoke.
-func (r *jsResolver) invokeSrc(v any) (interp.ActorLogic, bool) {
+func (r *jsResolver) InvokeSrc(v any) (interp.ActorLogic, bool) {
 	l, ok, err := r.invokeLogic(v)
 	return l, ok && err == nil
 }
@@ -633,7 +634,7 @@ func (r *jsResolver) invokeLogic(v any) (interp.ActorLogic, bool, error) {
 
 // machine compiles a machine described by the shim (a child machine).
 func (r *jsResolver) machine(x *jsMarker) (*interp.Machine, error) {
-	cfg, ok := x.get("config").(*object)
+	cfg, ok := x.get("config").(*config.Object)
 	if !ok {
 		return nil, errors.New("createMachine() needs a config object")
 	}
@@ -648,7 +649,7 @@ func (r *jsResolver) machine(x *jsMarker) (*interp.Machine, error) {
 // implementations converts {guards, actions, actors, delays}.
 func (r *jsResolver) implementations(v any) (interp.Implementations, []Diagnostic) {
 	impl := interp.Implementations{Host: r.mod}
-	o, ok := v.(*object)
+	o, ok := v.(*config.Object)
 	if !ok {
 		return impl, nil
 	}
@@ -656,10 +657,10 @@ func (r *jsResolver) implementations(v any) (interp.Implementations, []Diagnosti
 	bad := func(kind, name string, err error) {
 		diags = append(diags, Diagnostic{File: r.mod.file, Msg: fmt.Sprintf("%s '%s': %v", kind, name, err)})
 	}
-	if gs, ok := o.vals["guards"].(*object); ok {
+	if gs, ok := o.Vals["guards"].(*config.Object); ok {
 		impl.Guards = map[string]interp.Guard{}
-		for _, k := range gs.keys {
-			g, isGuard, err := r.guardNamed(gs.vals[k], k)
+		for _, k := range gs.Keys {
+			g, isGuard, err := r.guardNamed(gs.Vals[k], k)
 			if !isGuard || err != nil {
 				bad("guard", k, errOr(err, errors.New("not a guard")))
 				continue
@@ -667,10 +668,10 @@ func (r *jsResolver) implementations(v any) (interp.Implementations, []Diagnosti
 			impl.Guards[k] = g
 		}
 	}
-	if as, ok := o.vals["actions"].(*object); ok {
+	if as, ok := o.Vals["actions"].(*config.Object); ok {
 		impl.Actions = map[string]interp.Action{}
-		for _, k := range as.keys {
-			a, isAction, err := r.actionNamed(as.vals[k], k)
+		for _, k := range as.Keys {
+			a, isAction, err := r.actionNamed(as.Vals[k], k)
 			if !isAction || err != nil {
 				bad("action", k, errOr(err, errors.New("not an action")))
 				continue
@@ -678,10 +679,10 @@ func (r *jsResolver) implementations(v any) (interp.Implementations, []Diagnosti
 			impl.Actions[k] = a
 		}
 	}
-	if as, ok := o.vals["actors"].(*object); ok {
+	if as, ok := o.Vals["actors"].(*config.Object); ok {
 		impl.Actors = map[string]interp.ActorLogic{}
-		for _, k := range as.keys {
-			l, isLogic, err := r.invokeLogic(as.vals[k])
+		for _, k := range as.Keys {
+			l, isLogic, err := r.invokeLogic(as.Vals[k])
 			if !isLogic || err != nil {
 				bad("actor", k, errOr(err, errors.New("not actor logic (a machine, fromPromise, fromCallback or fromTransition)")))
 				continue
@@ -689,10 +690,10 @@ func (r *jsResolver) implementations(v any) (interp.Implementations, []Diagnosti
 			impl.Actors[k] = l
 		}
 	}
-	if ds, ok := o.vals["delays"].(*object); ok {
+	if ds, ok := o.Vals["delays"].(*config.Object); ok {
 		impl.Delays = map[string]interp.Delay{}
-		for _, k := range ds.keys {
-			impl.Delays[k] = r.value(ds.vals[k], fmt.Sprintf("delay '%s'", k))
+		for _, k := range ds.Keys {
+			impl.Delays[k] = r.value(ds.Vals[k], fmt.Sprintf("delay '%s'", k))
 		}
 	}
 	return impl, diags
@@ -729,19 +730,19 @@ func (r *jsResolver) queuedAction(w *walker, q queuedAction) (interp.Action, err
 		if err != nil {
 			return nil, err
 		}
-		act, ok, err := r.action(v)
+		act, ok, err := r.Action(v)
 		if !ok || err != nil {
 			return nil, errOr(err, fmt.Errorf("enqueue(): not an action: %v", q.args[0]))
 		}
 		return act, nil
 	}
-	fields := &object{vals: map[string]any{}}
+	fields := &config.Object{Vals: map[string]any{}}
 	set := func(k string, v any) {
-		if _, undef := v.(undefinedValue); undef {
+		if _, undef := v.(config.Undefined); undef {
 			return
 		}
-		fields.keys = append(fields.keys, k)
-		fields.vals[k] = v
+		fields.Keys = append(fields.Keys, k)
+		fields.Vals[k] = v
 	}
 	for i, name := range creatorFields[q.kind] {
 		if i >= len(q.args) {
@@ -753,7 +754,7 @@ func (r *jsResolver) queuedAction(w *walker, q queuedAction) (interp.Action, err
 		}
 		switch name {
 		case "@options", "@spawn":
-			opts, _ := v.(*object)
+			opts, _ := v.(*config.Object)
 			if opts == nil {
 				continue
 			}
@@ -762,7 +763,7 @@ func (r *jsResolver) queuedAction(w *walker, q queuedAction) (interp.Action, err
 				keys = []string{"id", "input", "systemId", "syncSnapshot"}
 			}
 			for _, k := range keys {
-				if x, ok := opts.get(k); ok {
+				if x, ok := opts.Get(k); ok {
 					set(k, x)
 				}
 			}
@@ -870,7 +871,7 @@ func setOrDrop(ctx map[string]any, k string, v goja.Value, rt *jsRuntime) {
 // ({context, event, ...}, params), its other values are taken as they are.
 func (rt *jsRuntime) assignment(o *goja.Object) interp.Action {
 	return &interp.AssignAction{Into: func(a interp.Args, params any, ctx map[string]any) error {
-		for _, k := range jsKeyOrder(rt.keysOf(o)) {
+		for _, k := range config.KeyOrder(rt.keysOf(o)) {
 			v := o.Get(k)
 			if f, isFn := goja.AssertFunction(v); isFn {
 				var err error

@@ -19,6 +19,7 @@ import (
 
 	"github.com/dop251/goja"
 
+	"github.com/stategate/stategate/internal/config"
 	"github.com/stategate/stategate/interp"
 )
 
@@ -617,7 +618,7 @@ func (rt *jsRuntime) toJS(v any) goja.Value {
 	switch x := v.(type) {
 	case nil:
 		return goja.Null()
-	case undefinedValue:
+	case config.Undefined:
 		return goja.Undefined()
 	case bool, string, float64, int, int64:
 		return vm.ToValue(x)
@@ -654,7 +655,7 @@ func (rt *jsRuntime) toJS(v any) goja.Value {
 	case interp.Event:
 		o := vm.NewObject()
 		_ = o.Set("type", x.Type)
-		for _, k := range sortedKeys(x.Data) {
+		for _, k := range slices.Sorted(maps.Keys(x.Data)) {
 			_ = o.Set(k, rt.toJS(x.Data[k]))
 		}
 		return o
@@ -692,9 +693,6 @@ func (rt *jsRuntime) newError(msg string) goja.Value {
 	}
 	return o
 }
-
-// undefinedValue stands for JavaScript's undefined among Go values.
-type undefinedValue struct{}
 
 // primitive converts a value that is not an object as normalize(Export())
 // does, a number without the int64 Export makes of it.

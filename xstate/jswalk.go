@@ -6,11 +6,13 @@ import (
 	"strconv"
 
 	"github.com/dop251/goja"
+
+	"github.com/stategate/stategate/internal/config"
 )
 
 // The walker turns the JavaScript values of a module (a machine config and
 // its implementations) into the Go values the config reader reads:
-// *object, []any, strings, numbers, booleans and nil, with functions
+// *config.Object, []any, strings, numbers, booleans and nil, with functions
 // replaced by jsFn references and the shim's descriptions by *jsMarker.
 
 // jsFn refers to a JavaScript function: by its number in every runtime of
@@ -43,11 +45,11 @@ func (f *jsFn) callable(rt *jsRuntime) (goja.Callable, bool) {
 // logic or a machine, with its fields.
 type jsMarker struct {
 	kind   string
-	fields *object
+	fields *config.Object
 }
 
 func (m *jsMarker) get(k string) any {
-	v, _ := m.fields.get(k)
+	v, _ := m.fields.Get(k)
 	return v
 }
 
@@ -67,7 +69,7 @@ func (w *walker) walk(v goja.Value, depth int) (any, error) {
 		return nil, errors.New("the machine config is nested too deeply")
 	}
 	if v == nil || goja.IsUndefined(v) {
-		return undefinedValue{}, nil
+		return config.Undefined{}, nil
 	}
 	if goja.IsNull(v) {
 		return nil, nil
@@ -106,32 +108,32 @@ func (w *walker) walk(v goja.Value, depth int) (any, error) {
 		}
 		return out, nil
 	}
-	keys := jsKeyOrder(w.rt.keysOf(o))
-	fields := &object{keys: make([]string, 0, len(keys)), vals: make(map[string]any, len(keys))}
+	keys := config.KeyOrder(w.rt.keysOf(o))
+	fields := &config.Object{Keys: make([]string, 0, len(keys)), Vals: make(map[string]any, len(keys))}
 	for _, k := range keys {
 		e, err := w.walk(o.Get(k), depth+1)
 		if err != nil {
 			return nil, err
 		}
-		if _, undef := e.(undefinedValue); undef {
-			if fields.all == nil {
-				fields.all = slices.Clone(fields.keys)
+		if _, undef := e.(config.Undefined); undef {
+			if fields.All == nil {
+				fields.All = slices.Clone(fields.Keys)
 			}
-			fields.all = append(fields.all, k)
-			fields.undef = append(fields.undef, k)
+			fields.All = append(fields.All, k)
+			fields.Undef = append(fields.Undef, k)
 			continue
 		}
-		if fields.all != nil {
-			fields.all = append(fields.all, k)
+		if fields.All != nil {
+			fields.All = append(fields.All, k)
 		}
-		fields.keys = append(fields.keys, k)
-		fields.vals[k] = e
+		fields.Keys = append(fields.Keys, k)
+		fields.Vals[k] = e
 	}
-	if kind, ok := fields.vals[shimMark].(string); ok {
-		delete(fields.vals, shimMark)
-		fields.keys = slices.DeleteFunc(fields.keys, func(k string) bool { return k == shimMark })
-		if fields.all != nil {
-			fields.all = slices.DeleteFunc(fields.all, func(k string) bool { return k == shimMark })
+	if kind, ok := fields.Vals[shimMark].(string); ok {
+		delete(fields.Vals, shimMark)
+		fields.Keys = slices.DeleteFunc(fields.Keys, func(k string) bool { return k == shimMark })
+		if fields.All != nil {
+			fields.All = slices.DeleteFunc(fields.All, func(k string) bool { return k == shimMark })
 		}
 		return &jsMarker{kind: kind, fields: fields}, nil
 	}

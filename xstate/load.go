@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
+	"github.com/stategate/stategate/internal/config"
 	"github.com/stategate/stategate/interp"
 )
 
@@ -30,26 +30,30 @@ func ParseDef(file string, data []byte) (*interp.MachineDef, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &configReader{file: file, lines: map[string]int{}}
-	def := r.machine(root)
-	if r.failed() {
-		return nil, &LoadError{File: file, Diags: errorsOnly(r.diags)}
+	def, errs := config.Read(file, root)
+	if len(errs) > 0 {
+		return nil, &LoadError{File: file, Diags: diagnostics(errs)}
 	}
 	return def, nil
 }
 
-func decodeConfig(file string, data []byte) (*object, error) {
-	v, err := decodeOrdered(data)
+// decodeConfig decodes a JSON config, refusing one nested too deeply for
+// the parsers (see config.CheckNesting).
+func decodeConfig(file string, data []byte) (*config.Object, error) {
+	if err := config.CheckNesting(data); err != nil {
+		return nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Msg: err.Error()}}}
+	}
+	v, err := config.Decode(data)
 	if err != nil {
 		d := Diagnostic{File: file, Msg: "invalid JSON: " + err.Error()}
-		var pe *posError
+		var pe *config.PosError
 		if errors.As(err, &pe) {
 			d.Line = pe.Line
 			d.Msg = fmt.Sprintf("invalid JSON at column %d: %v", pe.Col, pe.Err)
 		}
 		return nil, &LoadError{File: file, Diags: []Diagnostic{d}}
 	}
-	root, ok := v.(*object)
+	root, ok := v.(*config.Object)
 	if !ok {
 		return nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Line: 1, Msg: "a machine config must be a JSON object"}}}
 	}
@@ -57,59 +61,22 @@ func decodeConfig(file string, data []byte) (*object, error) {
 }
 
 // compile reads a decoded config and compiles it with implementations.
-func compile(file string, root *object, fns funcResolver, impl interp.Implementations) (*interp.Machine, []Diagnostic, error) {
-	r := &configReader{file: file, lines: map[string]int{}, fns: fns}
-	def := r.machine(root)
-	def.Impl = impl
-	// Compile even a config with errors, to report every problem at once.
-	m, err := interp.New(def)
-	diags := errorsOnly(r.diags)
-	if err != nil {
-		diags = append(diags, defDiagnostics(file, err, r.lines)...)
+func compile(file string, root *config.Object, fns config.Funcs, impl interp.Implementations) (*interp.Machine, []Diagnostic, error) {
+	m, warns, errs := config.Compile(file, root, fns, impl)
+	if len(errs) > 0 {
+		return nil, diagnostics(warns), &LoadError{File: file, Diags: diagnostics(errs)}
 	}
-	if len(diags) > 0 {
-		sort.SliceStable(diags, func(i, j int) bool { return diags[i].Line < diags[j].Line })
-		return nil, warnings(r.diags), &LoadError{File: file, Diags: diags}
-	}
-	return m, warnings(r.diags), nil
+	return m, diagnostics(warns), nil
 }
 
-// defDiagnostics converts the errors of interp.New into diagnostics.
-func defDiagnostics(file string, err error, lines map[string]int) []Diagnostic {
-	var errs []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	} else {
-		errs = []error{err}
+// diagnostics converts the config reader's problems.
+func diagnostics(ps []config.Problem) []Diagnostic {
+	if len(ps) == 0 {
+		return nil
 	}
-	var out []Diagnostic
-	for _, e := range errs {
-		var de *interp.DefError
-		if errors.As(e, &de) {
-			out = append(out, Diagnostic{File: file, Line: lines[de.Path], State: de.Path, Msg: de.Msg})
-		} else {
-			out = append(out, Diagnostic{File: file, Msg: e.Error()})
-		}
-	}
-	return out
-}
-
-func warnings(ds []Diagnostic) []Diagnostic {
-	var out []Diagnostic
-	for _, d := range ds {
-		if d.Warning {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-func errorsOnly(ds []Diagnostic) []Diagnostic {
-	var out []Diagnostic
-	for _, d := range ds {
-		if !d.Warning {
-			out = append(out, d)
-		}
+	out := make([]Diagnostic, len(ps))
+	for i, p := range ps {
+		out[i] = Diagnostic{File: p.File, Line: p.Line, State: p.State, Msg: p.Msg, Warning: p.Warning}
 	}
 	return out
 }
@@ -188,13 +155,10 @@ func (l *Loader) loadIn(root *fileRoot, path string) (*interp.Machine, []Diagnos
 }
 
 // readConfig reads and decodes a JSON config in root.
-func readConfig(root *fileRoot, path string) (*object, error) {
+func readConfig(root *fileRoot, path string) (*config.Object, error) {
 	data, err := root.read(path)
 	if err != nil {
 		return nil, &LoadError{File: path, Diags: []Diagnostic{{File: path, Msg: fileError(path, err)}}, Err: err}
-	}
-	if err := checkNesting(data); err != nil {
-		return nil, &LoadError{File: path, Diags: []Diagnostic{{File: path, Msg: err.Error()}}}
 	}
 	return decodeConfig(path, data)
 }

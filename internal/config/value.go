@@ -1,4 +1,4 @@
-package xstate
+package config
 
 import (
 	"bytes"
@@ -11,37 +11,43 @@ import (
 	"strconv"
 )
 
-// object is a JSON object whose keys are in the order JavaScript gives them
-// (Object.keys): integer-like keys first in ascending order, then the other
-// keys in the order written. XState's document order follows it.
-type object struct {
-	keys []string
-	vals map[string]any
-	// undef are the keys a JavaScript object set to undefined, which
-	// vals leaves out (an assign removes them from the context).
-	undef []string
-	// all is every key in order, the undefined ones too; nil when no key
-	// is undefined (then keys is every key).
-	all  []string
-	line int // the line of the opening brace
+// Object is an object of a config: a JSON object, or an object a module
+// built, whose keys are in the order JavaScript gives them (Object.keys):
+// integer-like keys first in ascending order, then the other keys in the
+// order written. XState's document order follows it.
+type Object struct {
+	Keys []string
+	Vals map[string]any
+	// Undef are the keys a JavaScript object set to undefined, which Vals
+	// leaves out (an assign removes them from the context).
+	Undef []string
+	// All is every key in order, the undefined ones too; nil when no key
+	// is undefined (then Keys is every key).
+	All  []string
+	Line int // the line of the opening brace (0 for a module's)
 }
 
-// allKeys returns every key in order, those set to undefined included.
-func (o *object) allKeys() []string {
-	if o.all != nil {
-		return o.all
+// AllKeys returns every key in order, those set to undefined included.
+func (o *Object) AllKeys() []string {
+	if o.All != nil {
+		return o.All
 	}
-	return o.keys
+	return o.Keys
 }
 
-func (o *object) get(k string) (any, bool) {
-	v, ok := o.vals[k]
+// Get returns the value of a key, and whether the object has it.
+func (o *Object) Get(k string) (any, bool) {
+	v, ok := o.Vals[k]
 	return v, ok
 }
 
-// decodeOrdered parses JSON into *object, []any, string, float64, bool and
-// nil. Syntax errors name the line and column.
-func decodeOrdered(data []byte) (any, error) {
+// Undefined stands for JavaScript's undefined among the values of a
+// module's config (and of a JavaScript runtime's values, for Go).
+type Undefined struct{}
+
+// Decode parses JSON into *Object, []any, string, float64, bool and nil.
+// A syntax error is a *PosError, which names the line and column.
+func Decode(data []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	p := &orderedParser{dec: dec, data: data}
@@ -81,16 +87,17 @@ func (p *orderedParser) position(err error) error {
 	}
 	line := p.line(off)
 	col := off - int64(bytes.LastIndexByte(p.data[:off], '\n'))
-	return &posError{Line: line, Col: int(col), Err: err}
+	return &PosError{Line: line, Col: int(col), Err: err}
 }
 
-type posError struct {
+// PosError is a JSON syntax error, with where it is.
+type PosError struct {
 	Line, Col int
 	Err       error
 }
 
-func (e *posError) Error() string { return fmt.Sprintf("line %d, column %d: %v", e.Line, e.Col, e.Err) }
-func (e *posError) Unwrap() error { return e.Err }
+func (e *PosError) Error() string { return fmt.Sprintf("line %d, column %d: %v", e.Line, e.Col, e.Err) }
+func (e *PosError) Unwrap() error { return e.Err }
 
 func (p *orderedParser) value() (any, error) {
 	start := p.dec.InputOffset()
@@ -102,7 +109,7 @@ func (p *orderedParser) value() (any, error) {
 	case json.Delim:
 		switch t {
 		case '{':
-			o := &object{vals: map[string]any{}, line: p.line(start + p.leadingSpace(start))}
+			o := &Object{Vals: map[string]any{}, Line: p.line(start + p.leadingSpace(start))}
 			for p.dec.More() {
 				kt, err := p.dec.Token()
 				if err != nil {
@@ -113,15 +120,15 @@ func (p *orderedParser) value() (any, error) {
 				if err != nil {
 					return nil, err
 				}
-				if _, dup := o.vals[k]; !dup {
-					o.keys = append(o.keys, k)
+				if _, dup := o.Vals[k]; !dup {
+					o.Keys = append(o.Keys, k)
 				}
-				o.vals[k] = v
+				o.Vals[k] = v
 			}
 			if _, err := p.dec.Token(); err != nil {
 				return nil, err
 			}
-			o.keys = jsKeyOrder(o.keys)
+			o.Keys = KeyOrder(o.Keys)
 			return o, nil
 		case '[':
 			arr := []any{}
@@ -176,8 +183,8 @@ func isArrayIndex(k string) (uint64, bool) {
 	return n, true
 }
 
-// jsKeyOrder orders keys as Object.keys does.
-func jsKeyOrder(keys []string) []string {
+// KeyOrder orders keys as Object.keys does.
+func KeyOrder(keys []string) []string {
 	if !slices.ContainsFunc(keys, func(k string) bool { _, ok := isArrayIndex(k); return ok }) {
 		return keys
 	}
@@ -201,22 +208,23 @@ func jsKeyOrder(keys []string) []string {
 	return append(ints, rest...)
 }
 
-// plain converts an ordered value to plain Go JSON values (map[string]any).
-func plain(v any) any {
+// Plain converts a config's value to plain Go JSON values (map[string]any
+// for an *Object).
+func Plain(v any) any {
 	switch x := v.(type) {
-	case *object:
-		m := make(map[string]any, len(x.keys))
-		for _, k := range x.keys {
-			m[k] = plain(x.vals[k])
+	case *Object:
+		m := make(map[string]any, len(x.Keys))
+		for _, k := range x.Keys {
+			m[k] = Plain(x.Vals[k])
 		}
 		return m
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			out[i] = plain(e)
+			out[i] = Plain(e)
 		}
 		return out
-	case undefinedValue:
+	case Undefined:
 		return nil // in an array; JSON's null
 	}
 	return v

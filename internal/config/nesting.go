@@ -1,4 +1,4 @@
-package xstate
+package config
 
 import "fmt"
 
@@ -6,7 +6,7 @@ import "fmt"
 // a statement, with no bound: a module of a megabyte of `(` or `!`, or of
 // `a=a=...`, overflows the Go stack, which ends the process (a Go stack
 // overflow cannot be recovered). A machine file is read through
-// checkNesting first, which refuses code nested far deeper than any
+// CheckNesting first, which refuses code nested far deeper than any
 // program is, long before the parsers would fail: brackets (and a
 // template's ${...}) more than maxSourceDepth deep, more than
 // maxSourceChain operators in one expression (between a ; or a , and the
@@ -16,11 +16,11 @@ const (
 	maxSourceChain = 10000
 )
 
-// checkNesting scans a machine file's text (JavaScript, TypeScript or
+// CheckNesting scans a machine file's text (JavaScript, TypeScript or
 // JSON) with a light lexer: strings, template literals and comments are
 // skipped; a regular expression literal is not told from a division, so
 // the brackets in one count, which only makes the scan stricter.
-func checkNesting(src []byte) error {
+func CheckNesting(src []byte) error {
 	type frame struct {
 		open  byte // ( [ { or $ for a template's ${
 		elses int  // else keywords in the block

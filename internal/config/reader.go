@@ -1,10 +1,16 @@
-package xstate
+// Package config is the XState v5 config reader: it turns a config (a
+// JSON config decoded with Decode, or the object a JavaScript module
+// built, whose values may be functions) into an interp machine, with
+// every problem found named by its state and line. Package xstate reads
+// JSON configs with it, package xstate/js the configs of modules (through
+// Funcs, which makes interp values of their functions).
+package config
 
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,155 +18,138 @@ import (
 	"github.com/stategate/stategate/interp"
 )
 
-// ErrInvalid is wrapped by every error about a machine file that cannot be
-// loaded.
-var ErrInvalid = errors.New("invalid machine")
-
-// Diagnostic is one problem found in a machine file.
-type Diagnostic struct {
+// Problem is one thing wrong in a config, or doubtful (a warning).
+type Problem struct {
 	File    string
 	Line    int    // 0 when unknown
-	Column  int    // 0 when unknown
 	State   string // the state's path, "(root)" for the root; "" when none
 	Msg     string
 	Warning bool
-	// Source is the text of the line the problem is on, when known: for
-	// the server's log and check, never for MCP clients (Public).
-	Source string
-	// quotes is set when Msg may quote the file (esbuild's own messages:
-	// Expected ";" but found "...").
-	quotes bool
 }
 
-// String renders the diagnostic for the server's log and check: the file,
-// the line, the state, the message, and the line's text when known.
-func (d Diagnostic) String() string {
-	s := d.render(d.Msg)
-	if d.Source != "" {
-		s += fmt.Sprintf(" (column %d: %s)", d.Column, d.Source)
-	}
-	return s
+// Funcs turns the values of a module's config that are not JSON
+// (functions, and the actions, guards and actor logic its xstate API
+// made) into interp values. Each method reports false for a value it does
+// not know.
+type Funcs interface {
+	Action(v any) (interp.Action, bool, error)
+	Guard(v any) (interp.Guard, bool, error)
+	Expr(v any) (*interp.Expr, bool)
+	// ParamsExpr is Expr for the params of a guard or action.
+	ParamsExpr(v any) (*interp.Expr, bool)
+	// InputExpr is Expr for the input of an invoked actor.
+	InputExpr(v any) (*interp.Expr, bool)
+	InvokeSrc(v any) (interp.ActorLogic, bool)
 }
 
-// Public renders the diagnostic for MCP clients: as String, without the
-// line's text and without what a message of esbuild's quotes of the file.
-func (d Diagnostic) Public() string {
-	msg := d.Msg
-	if d.quotes {
-		msg = elideQuotes(msg)
+// Compile reads a config and compiles it with implementations; fns makes
+// interp values of its functions (nil for a JSON config). It returns the
+// warnings, and the errors, by line (then the machine is nil): every
+// problem found, not the first.
+func Compile(file string, root *Object, fns Funcs, impl interp.Implementations) (m *interp.Machine, warnings, errs []Problem) {
+	r := &configReader{file: file, lines: map[string]int{}, fns: fns}
+	def := r.machine(root)
+	def.Impl = impl
+	// Compile even a config with errors, to report every problem at once.
+	m, err := interp.New(def)
+	errs = errorsOnly(r.diags)
+	if err != nil {
+		errs = append(errs, defProblems(file, err, r.lines)...)
 	}
-	return d.render(msg)
+	if len(errs) > 0 {
+		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
+		return nil, warningsOnly(r.diags), errs
+	}
+	return m, warningsOnly(r.diags), nil
 }
 
-func (d Diagnostic) render(msg string) string {
-	var b strings.Builder
-	b.WriteString(d.File)
-	if d.Line > 0 {
-		fmt.Fprintf(&b, ":%d", d.Line)
-	}
-	b.WriteString(": ")
-	if d.Warning {
-		b.WriteString("warning: ")
-	}
-	if d.State != "" {
-		fmt.Fprintf(&b, "state %s: ", d.State)
-	}
-	b.WriteString(msg)
-	return b.String()
+// Read reads a JSON config into a definition, without compiling it. It
+// returns the errors found (then the definition is not to be used).
+func Read(file string, root *Object) (*interp.MachineDef, []Problem) {
+	r := &configReader{file: file, lines: map[string]int{}}
+	def := r.machine(root)
+	return def, errorsOnly(r.diags)
 }
 
-// quoted matches what a message quotes: "..." (esbuild quotes tokens and
-// names so).
-var quoted = regexp.MustCompile(`"[^"]*"`)
-
-// elideQuotes replaces what a message quotes by "…", but for one or two
-// characters (punctuation: Expected ";").
-func elideQuotes(msg string) string {
-	return quoted.ReplaceAllStringFunc(msg, func(q string) string {
-		if len([]rune(q)) <= 4 {
-			return q
+// defProblems converts the errors of interp.New into problems.
+func defProblems(file string, err error, lines map[string]int) []Problem {
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	var out []Problem
+	for _, e := range errs {
+		var de *interp.DefError
+		if errors.As(e, &de) {
+			out = append(out, Problem{File: file, Line: lines[de.Path], State: de.Path, Msg: de.Msg})
+		} else {
+			out = append(out, Problem{File: file, Msg: e.Error()})
 		}
-		return `"…"`
-	})
-}
-
-// LoadError lists the errors that stop a machine file from loading.
-type LoadError struct {
-	File  string
-	Diags []Diagnostic // errors only
-	Err   error        // the error behind them, when there is one
-	// Machine is the id of the machine the file makes, when it was read
-	// that far (it compiled, but its implementations are missing).
-	Machine string
-}
-
-func (e *LoadError) Error() string {
-	lines := make([]string, len(e.Diags))
-	for i, d := range e.Diags {
-		lines[i] = d.String()
 	}
-	return strings.Join(lines, "\n")
+	return out
 }
 
-// Public renders the error for MCP clients: each diagnostic's Public.
-func (e *LoadError) Public() string {
-	lines := make([]string, len(e.Diags))
-	for i, d := range e.Diags {
-		lines[i] = d.Public()
+func warningsOnly(ps []Problem) []Problem {
+	var out []Problem
+	for _, p := range ps {
+		if p.Warning {
+			out = append(out, p)
+		}
 	}
-	return strings.Join(lines, "\n")
+	return out
 }
 
-// PublicError renders a machine file's load error for MCP clients: a
-// LoadError's Public (no line of the file, nothing it quotes of it), any
-// other error as it is.
-func PublicError(err error) string {
-	var le *LoadError
-	if errors.As(err, &le) {
-		return strings.Replace(err.Error(), le.Error(), le.Public(), 1)
+func errorsOnly(ps []Problem) []Problem {
+	var out []Problem
+	for _, p := range ps {
+		if !p.Warning {
+			out = append(out, p)
+		}
 	}
-	return err.Error()
+	return out
 }
 
-// Unwrap lets errors.Is match ErrInvalid, and the error behind the
-// diagnostics (ErrNoMachine, say).
-func (e *LoadError) Unwrap() []error {
-	if e.Err != nil {
-		return []error{ErrInvalid, e.Err}
+// Merge returns own's implementations over base's: a machine's own code
+// comes first, base (a Go registry's) fills in the rest. The Host is
+// own's.
+func Merge(base, own interp.Implementations) interp.Implementations {
+	return interp.Implementations{
+		Guards:  mergeOver(base.Guards, own.Guards),
+		Actions: mergeOver(base.Actions, own.Actions),
+		Actors:  mergeOver(base.Actors, own.Actors),
+		Delays:  mergeOver(base.Delays, own.Delays),
+		Host:    own.Host,
 	}
-	return []error{ErrInvalid}
+}
+
+func mergeOver[V any](base, over map[string]V) map[string]V {
+	if len(base) == 0 {
+		return over
+	}
+	out := make(map[string]V, len(base)+len(over))
+	maps.Copy(out, base)
+	maps.Copy(out, over)
+	return out
 }
 
 // configReader turns a decoded XState config into an interp.MachineDef,
 // collecting every problem with the state it is in.
 type configReader struct {
 	file  string
-	diags []Diagnostic
+	diags []Problem
 	lines map[string]int // state path -> line
 	// fns resolves JS function values of module configs (nil for JSON).
-	fns funcResolver
-}
-
-// funcResolver turns the non-JSON values of a module config (functions,
-// built-in actions and guards) into interp values. It reports false for a
-// value it does not know.
-type funcResolver interface {
-	action(v any) (interp.Action, bool, error)
-	guard(v any) (interp.Guard, bool, error)
-	expr(v any) (*interp.Expr, bool)
-	// paramsExpr is expr for the params of a guard or action.
-	paramsExpr(v any) (*interp.Expr, bool)
-	// inputExpr is expr for the input of an invoked actor.
-	inputExpr(v any) (*interp.Expr, bool)
-	invokeSrc(v any) (interp.ActorLogic, bool)
+	fns Funcs
 }
 
 func (r *configReader) errorf(state string, line int, format string, args ...any) {
-	r.diags = append(r.diags, Diagnostic{File: r.file, Line: line, State: state, Msg: fmt.Sprintf(format, args...)})
+	r.diags = append(r.diags, Problem{File: r.file, Line: line, State: state, Msg: fmt.Sprintf(format, args...)})
 }
 
 func (r *configReader) warnf(state string, line int, format string, args ...any) {
-	r.diags = append(r.diags, Diagnostic{File: r.file, Line: line, State: state, Msg: fmt.Sprintf(format, args...), Warning: true})
+	r.diags = append(r.diags, Problem{File: r.file, Line: line, State: state, Msg: fmt.Sprintf(format, args...), Warning: true})
 }
 
 func (r *configReader) failed() bool {
@@ -204,14 +193,14 @@ var transitionKeys = map[string]bool{
 }
 
 // machine reads a root config.
-func (r *configReader) machine(root *object) *interp.MachineDef {
+func (r *configReader) machine(root *Object) *interp.MachineDef {
 	def := &interp.MachineDef{}
 	def.Root = r.state(root, "", nil, true)
-	if v, ok := root.get("context"); ok {
+	if v, ok := root.Get("context"); ok {
 		if e, isFn := r.exprOf(v); isFn {
 			def.Context = e
 		} else if truthy(v) {
-			def.Context = interp.Static(plain(v))
+			def.Context = interp.Static(Plain(v))
 		}
 	}
 	return def
@@ -233,7 +222,7 @@ func truthy(v any) bool {
 
 func (r *configReader) exprOf(v any) (*interp.Expr, bool) {
 	if r.fns != nil {
-		if e, ok := r.fns.expr(v); ok {
+		if e, ok := r.fns.Expr(v); ok {
 			return e, true
 		}
 	}
@@ -247,58 +236,58 @@ func pathString(path []string) string {
 	return strings.Join(path, ".")
 }
 
-func (r *configReader) state(o *object, key string, path []string, root bool) *interp.StateDef {
+func (r *configReader) state(o *Object, key string, path []string, root bool) *interp.StateDef {
 	sp := pathString(path)
-	r.lines[sp] = o.line
+	r.lines[sp] = o.Line
 	d := &interp.StateDef{Key: key}
-	for _, k := range o.keys {
+	for _, k := range o.Keys {
 		if hint, bad := v4Keys[k]; bad {
-			r.errorf(sp, o.line, "%q is not an XState v5 state key: %s", k, hint)
+			r.errorf(sp, o.Line, "%q is not an XState v5 state key: %s", k, hint)
 			continue
 		}
 		if !stateKeys[k] && !(root && rootKeys[k]) {
-			r.warnf(sp, o.line, "unknown key %q is ignored", k)
+			r.warnf(sp, o.Line, "unknown key %q is ignored", k)
 		}
 	}
-	if v, ok := o.get("id"); ok {
+	if v, ok := o.Get("id"); ok {
 		if s, isStr := v.(string); isStr {
 			d.ID = s
 		} else {
-			r.errorf(sp, o.line, "id must be a string")
+			r.errorf(sp, o.Line, "id must be a string")
 		}
 	}
-	var children *object
-	if v, ok := o.get("states"); ok {
-		c, isObj := v.(*object)
+	var children *Object
+	if v, ok := o.Get("states"); ok {
+		c, isObj := v.(*Object)
 		if !isObj {
-			r.errorf(sp, o.line, "states must be an object of state configs")
+			r.errorf(sp, o.Line, "states must be an object of state configs")
 		} else {
 			children = c
 		}
 	}
 	hasHistory := false
-	if v, ok := o.get("history"); ok {
+	if v, ok := o.Get("history"); ok {
 		hasHistory = truthy(v)
 		switch v {
 		case "deep", true:
 			d.Deep = true
 		case "shallow", false:
 		default:
-			r.errorf(sp, o.line, `history must be "shallow" or "deep"`)
+			r.errorf(sp, o.Line, `history must be "shallow" or "deep"`)
 		}
 	}
 	typ := ""
-	if v, ok := o.get("type"); ok {
+	if v, ok := o.Get("type"); ok {
 		s, isStr := v.(string)
 		if !isStr {
-			r.errorf(sp, o.line, "type must be a string")
+			r.errorf(sp, o.Line, "type must be a string")
 		}
 		typ = s
 	}
 	switch typ {
 	case "":
 		switch {
-		case children != nil && len(children.keys) > 0:
+		case children != nil && len(children.Keys) > 0:
 			d.Type = interp.Compound
 		case hasHistory:
 			d.Type = interp.History
@@ -316,59 +305,59 @@ func (r *configReader) state(o *object, key string, path []string, root bool) *i
 	case "history":
 		d.Type = interp.History
 	default:
-		r.errorf(sp, o.line, "unknown state type %q (atomic, compound, parallel, final or history)", typ)
+		r.errorf(sp, o.Line, "unknown state type %q (atomic, compound, parallel, final or history)", typ)
 	}
-	if v, ok := o.get("initial"); ok && d.Type != interp.Compound && d.Type != interp.Atomic {
+	if v, ok := o.Get("initial"); ok && d.Type != interp.Compound && d.Type != interp.Atomic {
 		// XState ignores the initial state of a parallel, final or history
 		// state (an atomic state with one is a compound state without
 		// children: an error below).
-		r.warnf(sp, o.line, "initial is ignored: a %s state has no initial state (XState ignores it too)", typeName(d.Type))
+		r.warnf(sp, o.Line, "initial is ignored: a %s state has no initial state (XState ignores it too)", typeName(d.Type))
 	} else if ok {
 		switch x := v.(type) {
 		case string:
 			d.Initial = x
-		case *object:
-			if t, ok := x.get("target"); ok {
+		case *Object:
+			if t, ok := x.Get("target"); ok {
 				d.Initial, _ = t.(string)
 			}
 			if d.Initial == "" {
-				r.errorf(sp, x.line, "initial must name a child state")
+				r.errorf(sp, x.Line, "initial must name a child state")
 			}
 		default:
-			r.errorf(sp, o.line, "initial must be a string naming a child state")
+			r.errorf(sp, o.Line, "initial must be a string naming a child state")
 		}
 	}
-	if v, ok := o.get("target"); ok {
+	if v, ok := o.Get("target"); ok {
 		if d.Type != interp.History {
-			r.errorf(sp, o.line, "only history states take a target (transitions go in `on`)")
+			r.errorf(sp, o.Line, "only history states take a target (transitions go in `on`)")
 		} else {
-			d.HistoryTo = r.targets(v, sp, o.line)
+			d.HistoryTo = r.targets(v, sp, o.Line)
 		}
 	}
 	if children != nil {
-		for _, k := range children.keys {
-			cv := children.vals[k]
-			co, isObj := cv.(*object)
+		for _, k := range children.Keys {
+			cv := children.Vals[k]
+			co, isObj := cv.(*Object)
 			cpath := append(append([]string{}, path...), k)
 			if !isObj {
-				r.errorf(pathString(cpath), children.line, "a state config must be an object")
+				r.errorf(pathString(cpath), children.Line, "a state config must be an object")
 				continue
 			}
 			d.States = append(d.States, r.state(co, k, cpath, false))
 		}
 	}
-	if v, ok := o.get("on"); ok {
-		on, isObj := v.(*object)
+	if v, ok := o.Get("on"); ok {
+		on, isObj := v.(*Object)
 		if !isObj {
-			r.errorf(sp, o.line, "on must be an object of event handlers")
+			r.errorf(sp, o.Line, "on must be an object of event handlers")
 		} else {
-			for _, ev := range on.allKeys() {
+			for _, ev := range on.AllKeys() {
 				if ev == "" {
-					r.errorf(sp, on.line, `null events ("") cannot be used as a transition key in XState v5; use always: { ... } instead`)
+					r.errorf(sp, on.Line, `null events ("") cannot be used as a transition key in XState v5; use always: { ... } instead`)
 					continue
 				}
 				where := fmt.Sprintf("on %q", ev)
-				v, ok := on.vals[ev]
+				v, ok := on.Vals[ev]
 				switch {
 				case !ok:
 					// An event mapped to undefined: XState's forbidden
@@ -376,29 +365,29 @@ func (r *configReader) state(o *object, key string, path []string, root bool) *i
 					// selected here, so no ancestor sees the event.
 					d.On = append(d.On, interp.EventDef{Event: ev, Transitions: []*interp.TransitionDef{{}}})
 				case v == nil:
-					r.errorf(sp, on.line, "%s: a transition cannot be null (XState fails to create the machine); use undefined or {} to forbid the event here, [] for no transition", where)
+					r.errorf(sp, on.Line, "%s: a transition cannot be null (XState fails to create the machine); use undefined or {} to forbid the event here, [] for no transition", where)
 				default:
-					d.On = append(d.On, interp.EventDef{Event: ev, Transitions: r.transitions(v, sp, on.line, where)})
+					d.On = append(d.On, interp.EventDef{Event: ev, Transitions: r.transitions(v, sp, on.Line, where)})
 				}
 			}
 		}
 	}
-	if v, ok := o.get("always"); ok {
-		d.Always = r.transitions(v, sp, o.line, "always")
+	if v, ok := o.Get("always"); ok {
+		d.Always = r.transitions(v, sp, o.Line, "always")
 	}
-	if v, ok := o.get("onDone"); ok {
-		d.OnDone = r.transitions(v, sp, o.line, "onDone")
+	if v, ok := o.Get("onDone"); ok {
+		d.OnDone = r.transitions(v, sp, o.Line, "onDone")
 		if d.Type != interp.Compound && d.Type != interp.Parallel {
-			r.warnf(sp, o.line, "onDone is ignored: only a compound or parallel state is ever done (XState ignores it too)")
+			r.warnf(sp, o.Line, "onDone is ignored: only a compound or parallel state is ever done (XState ignores it too)")
 		}
 	}
-	if v, ok := o.get("after"); ok {
-		after, isObj := v.(*object)
+	if v, ok := o.Get("after"); ok {
+		after, isObj := v.(*Object)
 		if !isObj {
-			r.errorf(sp, o.line, "after must be an object of delays")
+			r.errorf(sp, o.Line, "after must be an object of delays")
 		} else {
-			for _, k := range after.keys {
-				a := interp.AfterDef{Transitions: r.transitions(after.vals[k], sp, after.line, fmt.Sprintf("after %q", k))}
+			for _, k := range after.Keys {
+				a := interp.AfterDef{Transitions: r.transitions(after.Vals[k], sp, after.Line, fmt.Sprintf("after %q", k))}
 				if ms, ok := jsNumber(k); ok {
 					a.Ms = ms
 				} else {
@@ -408,16 +397,16 @@ func (r *configReader) state(o *object, key string, path []string, root bool) *i
 			}
 		}
 	}
-	if v, ok := o.get("entry"); ok {
-		d.Entry = r.actions(v, sp, o.line, "entry")
+	if v, ok := o.Get("entry"); ok {
+		d.Entry = r.actions(v, sp, o.Line, "entry")
 	}
-	if v, ok := o.get("exit"); ok {
-		d.Exit = r.actions(v, sp, o.line, "exit")
+	if v, ok := o.Get("exit"); ok {
+		d.Exit = r.actions(v, sp, o.Line, "exit")
 	}
-	if v, ok := o.get("invoke"); ok {
-		d.Invoke = r.invokes(v, sp, o.line)
+	if v, ok := o.Get("invoke"); ok {
+		d.Invoke = r.invokes(v, sp, o.Line)
 	}
-	if v, ok := o.get("tags"); ok {
+	if v, ok := o.Get("tags"); ok {
 		switch x := v.(type) {
 		case string:
 			d.Tags = []string{x}
@@ -425,26 +414,26 @@ func (r *configReader) state(o *object, key string, path []string, root bool) *i
 			for _, t := range x {
 				s, isStr := t.(string)
 				if !isStr {
-					r.errorf(sp, o.line, "tags must be strings")
+					r.errorf(sp, o.Line, "tags must be strings")
 					continue
 				}
 				d.Tags = append(d.Tags, s)
 			}
 		default:
-			r.errorf(sp, o.line, "tags must be a string or a list of strings")
+			r.errorf(sp, o.Line, "tags must be a string or a list of strings")
 		}
 	}
-	if v, ok := o.get("output"); ok && (root || d.Type == interp.Final) {
+	if v, ok := o.Get("output"); ok && (root || d.Type == interp.Final) {
 		if e, isFn := r.exprOf(v); isFn {
 			d.Output = e
 		} else {
 			d.Output = r.outputExpr(v)
 		}
 	}
-	if v, ok := o.get("meta"); ok {
-		d.Meta = plain(v)
+	if v, ok := o.Get("meta"); ok {
+		d.Meta = Plain(v)
 	}
-	if v, ok := o.get("description"); ok {
+	if v, ok := o.Get("description"); ok {
 		d.Description, _ = v.(string)
 	}
 	return d
@@ -453,22 +442,22 @@ func (r *configReader) state(o *object, key string, path []string, root bool) *i
 // outputExpr makes a static output, or a mapper object whose function
 // values are computed (deprecated in XState, still honoured).
 func (r *configReader) outputExpr(v any) *interp.Expr {
-	o, isObj := v.(*object)
+	o, isObj := v.(*Object)
 	if !isObj || r.fns == nil {
-		return interp.Static(plain(v))
+		return interp.Static(Plain(v))
 	}
 	fns := map[string]*interp.Expr{}
-	for _, k := range o.keys {
-		if e, ok := r.fns.expr(o.vals[k]); ok {
+	for _, k := range o.Keys {
+		if e, ok := r.fns.Expr(o.Vals[k]); ok {
 			fns[k] = e
 		}
 	}
 	if len(fns) == 0 {
-		return interp.Static(plain(v))
+		return interp.Static(Plain(v))
 	}
 	return &interp.Expr{Fn: func(a interp.Args, params any) (any, error) {
-		out := make(map[string]any, len(o.keys))
-		for _, k := range o.keys {
+		out := make(map[string]any, len(o.Keys))
+		for _, k := range o.Keys {
 			if e, ok := fns[k]; ok {
 				x, err := e.Eval(a, params)
 				if err != nil {
@@ -476,7 +465,7 @@ func (r *configReader) outputExpr(v any) *interp.Expr {
 				}
 				out[k] = x
 			} else {
-				out[k] = plain(o.vals[k])
+				out[k] = Plain(o.Vals[k])
 			}
 		}
 		return out, nil
@@ -525,45 +514,45 @@ func (r *configReader) transitions(v any, sp string, line int, where string) []*
 				t.Targets = []string{x}
 				t.HasTarget = true
 			}
-		case undefinedValue:
+		case Undefined:
 			// undefined in a module is targetless too: XState reads it
 			// as {target: undefined}.
-		case *object:
-			for _, k := range x.keys {
+		case *Object:
+			for _, k := range x.Keys {
 				if hint, bad := v4Keys[k]; bad {
-					r.errorf(sp, x.line, "%s: %q is not an XState v5 transition key: %s", where, k, hint)
+					r.errorf(sp, x.Line, "%s: %q is not an XState v5 transition key: %s", where, k, hint)
 				} else if !transitionKeys[k] {
-					r.warnf(sp, x.line, "%s: unknown transition key %q is ignored", where, k)
+					r.warnf(sp, x.Line, "%s: unknown transition key %q is ignored", where, k)
 				}
 			}
-			if tv, ok := x.get("target"); ok && tv == nil {
-				r.errorf(sp, x.line, "%s: target cannot be null (XState fails when the transition is taken); leave target out for a targetless transition", where)
+			if tv, ok := x.Get("target"); ok && tv == nil {
+				r.errorf(sp, x.Line, "%s: target cannot be null (XState fails when the transition is taken); leave target out for a targetless transition", where)
 			} else if ok && tv != "" {
-				t.Targets = r.targets(tv, sp, x.line)
+				t.Targets = r.targets(tv, sp, x.Line)
 				t.HasTarget = true
 			}
-			if gv, ok := x.get("guard"); ok && gv != nil {
-				t.Guard = r.guard(gv, sp, x.line, where)
+			if gv, ok := x.Get("guard"); ok && gv != nil {
+				t.Guard = r.guard(gv, sp, x.Line, where)
 			}
-			if av, ok := x.get("actions"); ok {
-				t.Actions = r.actions(av, sp, x.line, where)
+			if av, ok := x.Get("actions"); ok {
+				t.Actions = r.actions(av, sp, x.Line, where)
 			}
-			if rv, ok := x.get("reenter"); ok {
+			if rv, ok := x.Get("reenter"); ok {
 				b, isBool := rv.(bool)
 				if !isBool {
-					r.errorf(sp, x.line, "%s: reenter must be true or false", where)
+					r.errorf(sp, x.Line, "%s: reenter must be true or false", where)
 				}
 				t.Reenter = b
 			}
-			if dv, ok := x.get("description"); ok {
+			if dv, ok := x.Get("description"); ok {
 				t.Description, _ = dv.(string)
 			}
-			if mv, ok := x.get("meta"); ok {
-				t.Meta = plain(mv)
+			if mv, ok := x.Get("meta"); ok {
+				t.Meta = Plain(mv)
 			}
 		default:
 			if r.fns != nil {
-				if _, isAction, _ := r.fns.action(it); isAction {
+				if _, isAction, _ := r.fns.Action(it); isAction {
 					r.errorf(sp, line, "%s: a transition must be a target string or an object, not a function", where)
 					continue
 				}
@@ -604,7 +593,7 @@ func (r *configReader) action(v any, sp string, line int, where string) interp.A
 	}
 	var fn func(any) (interp.Action, bool, error)
 	if r.fns != nil {
-		fn = r.fns.action
+		fn = r.fns.Action
 	}
 	return readNamed(r, v, sp, line, where, "action", fn, func(name string, params *interp.Expr) interp.Action {
 		return &interp.NamedAction{Type: name, Params: params}
@@ -629,18 +618,18 @@ func readNamed[T any](r *configReader, v any, sp string, line int, where, kind s
 	switch x := v.(type) {
 	case string:
 		return named(x, nil)
-	case *object:
-		tv, _ := x.get("type")
+	case *Object:
+		tv, _ := x.Get("type")
 		name, ok := tv.(string)
 		if !ok || name == "" {
-			if out, ok := fromModule(x.line); ok {
+			if out, ok := fromModule(x.Line); ok {
 				return out
 			}
-			r.errorf(sp, x.line, "%s: %s %s object needs a string type", where, article(kind), kind)
+			r.errorf(sp, x.Line, "%s: %s %s object needs a string type", where, article(kind), kind)
 			return zero
 		}
 		var params *interp.Expr
-		if pv, ok := x.get("params"); ok {
+		if pv, ok := x.Get("params"); ok {
 			params = r.params(pv)
 		}
 		return named(name, params)
@@ -661,27 +650,27 @@ func article(word string) string {
 
 func (r *configReader) params(v any) *interp.Expr {
 	if r.fns != nil {
-		if e, ok := r.fns.paramsExpr(v); ok {
+		if e, ok := r.fns.ParamsExpr(v); ok {
 			return e
 		}
 	}
-	return interp.Static(plain(v))
+	return interp.Static(Plain(v))
 }
 
 // input is the input of an invoked actor: a value or a function.
 func (r *configReader) input(v any) *interp.Expr {
 	if r.fns != nil {
-		if e, ok := r.fns.inputExpr(v); ok {
+		if e, ok := r.fns.InputExpr(v); ok {
 			return e
 		}
 	}
-	return interp.Static(plain(v))
+	return interp.Static(Plain(v))
 }
 
 func (r *configReader) guard(v any, sp string, line int, where string) interp.Guard {
 	var fn func(any) (interp.Guard, bool, error)
 	if r.fns != nil {
-		fn = r.fns.guard
+		fn = r.fns.Guard
 	}
 	return readNamed(r, v, sp, line, where, "guard", fn, func(name string, params *interp.Expr) interp.Guard {
 		return &interp.NamedGuard{Type: name, Params: params}
@@ -698,44 +687,44 @@ func (r *configReader) invokes(v any, sp string, line int) []*interp.InvokeDef {
 	}
 	var out []*interp.InvokeDef
 	for _, it := range items {
-		o, ok := it.(*object)
+		o, ok := it.(*Object)
 		if !ok {
 			r.errorf(sp, line, "invoke must be an object with a src")
 			continue
 		}
 		d := &interp.InvokeDef{}
-		if idv, ok := o.get("id"); ok {
+		if idv, ok := o.Get("id"); ok {
 			d.ID, _ = idv.(string)
 		}
-		if sv, ok := o.get("systemId"); ok {
+		if sv, ok := o.Get("systemId"); ok {
 			d.SystemID, _ = sv.(string)
 		}
-		switch src := o.vals["src"].(type) {
+		switch src := o.Vals["src"].(type) {
 		case string:
 			d.Src = src
 		case nil:
-			r.errorf(sp, o.line, "invoke needs a src")
+			r.errorf(sp, o.Line, "invoke needs a src")
 		default:
 			if r.fns != nil {
-				if logic, ok := r.fns.invokeSrc(src); ok {
+				if logic, ok := r.fns.InvokeSrc(src); ok {
 					d.Logic = logic
 					break
 				}
 			}
-			r.errorf(sp, o.line, "invoke src must name an actor")
+			r.errorf(sp, o.Line, "invoke src must name an actor")
 		}
-		if iv, ok := o.get("input"); ok {
+		if iv, ok := o.Get("input"); ok {
 			d.Input = r.input(iv)
 		}
 		where := "invoke " + d.ID
-		if dv, ok := o.get("onDone"); ok {
-			d.OnDone = r.transitions(dv, sp, o.line, where+" onDone")
+		if dv, ok := o.Get("onDone"); ok {
+			d.OnDone = r.transitions(dv, sp, o.Line, where+" onDone")
 		}
-		if ev, ok := o.get("onError"); ok {
-			d.OnError = r.transitions(ev, sp, o.line, where+" onError")
+		if ev, ok := o.Get("onError"); ok {
+			d.OnError = r.transitions(ev, sp, o.Line, where+" onError")
 		}
-		if snv, ok := o.get("onSnapshot"); ok {
-			d.OnSnapshot = r.transitions(snv, sp, o.line, where+" onSnapshot")
+		if snv, ok := o.Get("onSnapshot"); ok {
+			d.OnSnapshot = r.transitions(snv, sp, o.Line, where+" onSnapshot")
 		}
 		out = append(out, d)
 	}
@@ -777,16 +766,6 @@ func jsNumber(k string) (float64, bool) {
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	return f, err == nil
-}
-
-// sortedKeys returns a map's keys sorted.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func typeName(t interp.StateType) string { return t.String() }
