@@ -55,7 +55,7 @@ const tsconfig = `{"compilerOptions": {"verbatimModuleSyntax": true}}`
 // stategate's shim. Every file is read by the plugin, through root
 // (ReadFile's rules, and only files inside the root): esbuild reads none
 // itself. It also returns the files it read.
-func bundle(file string, root *fileRoot) (*bundled, []Diagnostic) {
+func bundle(file string, root *Root) (*bundled, []Diagnostic) {
 	out := &bundled{}
 	wd, err := os.Getwd()
 	if err != nil {
@@ -83,7 +83,7 @@ func bundle(file string, root *fileRoot) (*bundled, []Diagnostic) {
 				if !ok {
 					return api.OnLoadResult{}, fmt.Errorf("cannot import %s: a machine module may import only its own modules and JSON files (%s)", args.Path, strings.Join(resolveExts, ", "))
 				}
-				data, err := root.read(args.Path)
+				data, err := root.ReadFile(args.Path)
 				if err != nil {
 					return api.OnLoadResult{}, err
 				}
@@ -143,7 +143,7 @@ func bundle(file string, root *fileRoot) (*bundled, []Diagnostic) {
 // is the shim (resolved before); a package or a Node built-in is refused;
 // a path is a file inside the root, found as esbuild finds one (the path,
 // with an extension added, a TypeScript file for a .js, an index file).
-func resolveImport(root *fileRoot, args api.OnResolveArgs) (api.OnResolveResult, error) {
+func resolveImport(root *Root, args api.OnResolveArgs) (api.OnResolveResult, error) {
 	p := args.Path
 	if !filepath.IsAbs(p) && !strings.HasPrefix(p, "./") && !strings.HasPrefix(p, "../") && p != "." && p != ".." {
 		msg := fmt.Sprintf("cannot import %q: a machine module may import only 'xstate' and its own files (relative paths): it runs in a sandbox with no packages and no I/O", p)
@@ -168,7 +168,7 @@ func resolveImport(root *fileRoot, args api.OnResolveArgs) (api.OnResolveResult,
 		candidates = append(candidates, filepath.Join(p, "index"+ext))
 	}
 	for _, c := range candidates {
-		if root.isFile(c) {
+		if root.IsFile(c) {
 			return api.OnResolveResult{Path: c}, nil
 		}
 	}
@@ -176,7 +176,7 @@ func resolveImport(root *fileRoot, args api.OnResolveArgs) (api.OnResolveResult,
 	// root, not a regular file), else that none is.
 	for _, c := range candidates {
 		if exists(c) {
-			if _, err := root.read(c); err != nil {
+			if _, err := root.ReadFile(c); err != nil {
 				return api.OnResolveResult{}, err
 			}
 		}
@@ -239,4 +239,11 @@ func metaInputs(wd, meta string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// exists reports whether something is at path, whatever it is (a link
+// that leads nowhere does not count).
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

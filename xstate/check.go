@@ -215,7 +215,7 @@ func checkFile(l *Loader, file, dir string) CheckResult {
 	res := CheckResult{File: file}
 	var m *interp.Machine
 	var warns []Diagnostic
-	root, err := newFileRoot(dir)
+	root, err := OpenRoot(dir)
 	if err == nil {
 		m, warns, err = l.loadIn(root, file)
 	}

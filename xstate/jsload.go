@@ -95,7 +95,7 @@ func (l *Loader) preludeProgram() (*goja.Program, error) {
 
 // loadModule bundles and evaluates a module, its files read in root, and
 // returns it with its roots described as Go values.
-func (l *Loader) loadModule(root *fileRoot, file string, roots func(*goja.Runtime, *goja.Object) ([]goja.Value, error)) (*jsModule, []any, error) {
+func (l *Loader) loadModule(root *Root, file string, roots func(*goja.Runtime, *goja.Object) ([]goja.Value, error)) (*jsModule, []any, error) {
 	b, diags := bundle(file, root)
 	if len(diags) > 0 {
 		return nil, nil, &LoadError{File: file, Diags: diags}
@@ -195,14 +195,14 @@ func pickImplementations(vm *goja.Runtime, exports *goja.Object) ([]goja.Value, 
 
 // LoadModule loads a JS or TS machine module.
 func (l *Loader) LoadModule(file string) (*interp.Machine, []Diagnostic, error) {
-	root, err := l.rootFor(file)
+	root, err := l.root(file)
 	if err != nil {
 		return nil, nil, err
 	}
 	return l.loadModuleIn(root, file)
 }
 
-func (l *Loader) loadModuleIn(root *fileRoot, file string) (*interp.Machine, []Diagnostic, error) {
+func (l *Loader) loadModuleIn(root *Root, file string) (*interp.Machine, []Diagnostic, error) {
 	mod, roots, err := l.loadModule(root, file, pickMachine)
 	if err != nil {
 		return nil, nil, err
@@ -227,14 +227,14 @@ func (l *Loader) loadModuleIn(root *fileRoot, file string) (*interp.Machine, []D
 // LoadImplementations loads a module whose default export is {guards,
 // actions, actors, delays}, to give a JSON machine (machine.provide()).
 func (l *Loader) LoadImplementations(file string) (interp.Implementations, error) {
-	root, err := l.rootFor(file)
+	root, err := l.root(file)
 	if err != nil {
 		return interp.Implementations{}, err
 	}
 	return l.loadImplementationsIn(root, file)
 }
 
-func (l *Loader) loadImplementationsIn(root *fileRoot, file string) (interp.Implementations, error) {
+func (l *Loader) loadImplementationsIn(root *Root, file string) (interp.Implementations, error) {
 	mod, roots, err := l.loadModule(root, file, pickImplementations)
 	if err != nil {
 		return interp.Implementations{}, err

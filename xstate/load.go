@@ -124,14 +124,14 @@ func ImplementationsFile(machineFile string) string {
 // Root): a file that is not regular, too large, nested too deeply, or
 // outside the root fails to load, with an error that names it.
 func (l *Loader) Load(path string) (*interp.Machine, []Diagnostic, error) {
-	root, err := l.rootFor(path)
+	root, err := l.root(path)
 	if err != nil {
 		return nil, nil, err
 	}
 	return l.loadIn(root, path)
 }
 
-func (l *Loader) loadIn(root *fileRoot, path string) (*interp.Machine, []Diagnostic, error) {
+func (l *Loader) loadIn(root *Root, path string) (*interp.Machine, []Diagnostic, error) {
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".json":
 		cfg, err := readConfig(root, path)
@@ -155,8 +155,8 @@ func (l *Loader) loadIn(root *fileRoot, path string) (*interp.Machine, []Diagnos
 }
 
 // readConfig reads and decodes a JSON config in root.
-func readConfig(root *fileRoot, path string) (*config.Object, error) {
-	data, err := root.read(path)
+func readConfig(root *Root, path string) (*config.Object, error) {
+	data, err := root.ReadFile(path)
 	if err != nil {
 		return nil, &LoadError{File: path, Diags: []Diagnostic{{File: path, Msg: fileError(path, err)}}, Err: err}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/stategate/stategate/conformance"
 	"github.com/stategate/stategate/gate"
 	"github.com/stategate/stategate/xstate"
 )
@@ -38,7 +39,7 @@ type traceCmd struct {
 }
 
 func (c *traceCmd) Run(stdout io.Writer) error {
-	cs, err := xstate.ReadCase(c.Case)
+	cs, err := conformance.ReadCase(c.Case)
 	if err != nil {
 		return err
 	}
@@ -65,7 +66,7 @@ func (c *benchCmd) Run(stdout io.Writer) error {
 		return errors.New("--seconds must be positive")
 	}
 	for _, file := range c.Cases {
-		cs, err := xstate.ReadCase(file)
+		cs, err := conformance.ReadCase(file)
 		if err != nil {
 			return err
 		}

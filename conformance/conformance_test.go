@@ -1,4 +1,4 @@
-package xstate
+package conformance
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/stategate/stategate/interp"
 )
 
 // caseFiles lists every conformance case under testdata/conformance.
@@ -119,5 +121,31 @@ func TestCaseAbsolutePaths(t *testing.T) {
 	}
 	if !strings.Contains(string(out), `"large": 1`) {
 		t.Errorf("trace of a large deposit counts no large deposit:\n%s", out)
+	}
+}
+
+// TestHoldPromises checks the option bench rounds run with: a promise's
+// outcome is not delivered (XState's benchmark never yields to the
+// microtasks that would deliver it), while a normal run takes onDone.
+func TestHoldPromises(t *testing.T) {
+	c, err := ReadCase(filepath.Join("..", "testdata", "conformance", "invoke", "promise-resolve.case.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		hold bool
+		want string
+	}{{false, "success"}, {true, "loading"}} {
+		a := interp.NewActor(m, interp.ActorOptions{HoldPromises: tc.hold})
+		a.Start()
+		a.Send(interp.Event{Type: "FETCH", Data: map[string]any{"id": 7.0}})
+		if v := a.Snapshot().Value(); v != tc.want {
+			t.Errorf("HoldPromises %v: state %v after FETCH, want %s", tc.hold, v, tc.want)
+		}
+		a.Stop()
 	}
 }

@@ -1,4 +1,4 @@
-package xstate
+package conformance
 
 import (
 	"path/filepath"

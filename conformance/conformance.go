@@ -1,7 +1,15 @@
-package xstate
+// Package conformance runs the cases that check stategate against the
+// real XState (testdata/conformance): a case names a machine, its
+// implementations and input, and the steps to run (events to send, time
+// to pass). Run gives the trace of what the machine shows after each
+// step, in the format the oracle records (scripts/oracle.sh), and Bench
+// times a case as scripts/bench-xstate.sh times XState. stategate's trace
+// and bench commands, and the tests, use it.
+package conformance
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -10,6 +18,7 @@ import (
 
 	"github.com/stategate/stategate/internal/config"
 	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/xstate"
 )
 
 // Case is a conformance case (see testdata/conformance): a machine, its
@@ -34,7 +43,7 @@ type Step struct {
 
 // ReadCase reads a case file.
 func ReadCase(path string) (*Case, error) {
-	data, err := ReadFile(path)
+	data, err := xstate.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -87,6 +96,8 @@ func ReadCase(path string) (*Case, error) {
 	return c, nil
 }
 
+// decodePlain decodes JSON as the oracle's JSON.parse does: numbers are
+// float64, and an object's keys are in JavaScript's order.
 func decodePlain(data []byte) (any, error) {
 	v, err := config.Decode(data)
 	if err != nil {
@@ -98,28 +109,34 @@ func decodePlain(data []byte) (any, error) {
 // Load loads the case's machine, with its implementations, as the oracle
 // does: createMachine(json).provide(impl), or the module's machine. Each
 // file is read in the Loader's Root, else in its own folder (a module
-// imports files of its folder, and below).
-func (c *Case) Load(l *Loader) (*interp.Machine, error) {
+// imports files of its folder, and below). A case whose machine or
+// implementations are JavaScript or TypeScript needs a Loader with
+// Modules (package xstate/js); nil is a Loader without.
+func (c *Case) Load(l *xstate.Loader) (*interp.Machine, error) {
 	if l == nil {
-		l = &Loader{}
+		l = &xstate.Loader{}
 	}
 	file := c.resolve(c.Machine)
-	root, err := l.rootFor(file)
-	if err != nil {
-		return nil, err
-	}
 	var m *interp.Machine
 	if strings.EqualFold(filepath.Ext(file), ".json") {
-		var cfg *config.Object
-		if cfg, err = readConfig(root, file); err != nil {
+		// The config alone: not the implementations module beside it,
+		// nor the Loader's Registry (the oracle's createMachine).
+		root, err := xstate.OpenRoot(cmp.Or(l.Root, filepath.Dir(file)))
+		if err != nil {
+			return nil, err
+		}
+		data, err := root.ReadFile(file)
+		if err != nil {
 			return nil, fmt.Errorf("%s: the case's machine: %w", c.Path, err)
 		}
-		m, _, err = compile(file, cfg, nil, interp.Implementations{})
+		if m, _, err = xstate.ParseJSON(file, data); err != nil {
+			return nil, err
+		}
 	} else {
-		m, _, err = l.loadModuleIn(root, file)
-	}
-	if err != nil {
-		return nil, err
+		var err error
+		if m, _, err = l.LoadModule(file); err != nil {
+			return nil, err
+		}
 	}
 	if c.Implementations != "" {
 		impl, err := l.LoadImplementations(c.resolve(c.Implementations))
@@ -286,5 +303,3 @@ func lastTwo(p string) string {
 	dir, file := filepath.Split(p)
 	return filepath.Base(dir) + "/" + file
 }
-
-func eventOf(t string) interp.Event { return interp.Event{Type: t} }

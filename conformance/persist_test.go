@@ -1,4 +1,4 @@
-package xstate
+package conformance
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/xstate"
 )
 
 // TestPersistedChildren runs the cases of testdata/persist: events, a
@@ -38,7 +39,7 @@ func TestPersistedChildren(t *testing.T) {
 			}
 			readJSON(t, file, &c)
 			readJSON(t, strings.TrimSuffix(file, ".persist.json")+".want.json", &want)
-			m, _, err := (&Loader{}).Load(filepath.Join(filepath.Dir(file), c.Machine))
+			m, _, err := (&xstate.Loader{}).Load(filepath.Join(filepath.Dir(file), c.Machine))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -211,11 +212,11 @@ func restart(t *testing.T, m *interp.Machine, a *interp.Actor, now float64) (*in
 	return b, clock, timers
 }
 
-// startedAt40 starts an actor of a module of testdata/js on a simulated
+// startedAt40 starts an actor of a module of testdata on a simulated
 // clock, sends it START and moves the clock to 40 ms.
 func startedAt40(t *testing.T, name string) (*interp.Machine, *interp.Actor) {
 	t.Helper()
-	m, _, err := (&Loader{}).LoadModule(jsFile(name))
+	m, _, err := (&xstate.Loader{}).LoadModule(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
