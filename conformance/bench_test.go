@@ -14,7 +14,7 @@ func BenchmarkCases(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		m, err := c.Load(nil)
+		m, err := c.Load(withJS())
 		if err != nil {
 			continue
 		}

@@ -11,7 +11,13 @@ import (
 	"testing"
 
 	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/xstate"
+	"github.com/stategate/stategate/xstate/js"
 )
+
+// withJS returns a Loader that loads JavaScript and TypeScript modules,
+// as the trace and bench commands' do.
+func withJS() *xstate.Loader { return &xstate.Loader{Modules: &js.Host{}} }
 
 // caseFiles lists every conformance case under testdata/conformance.
 func caseFiles(t testing.TB) []string {
@@ -71,7 +77,7 @@ func TestConformance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m, err := c.Load(nil)
+			m, err := c.Load(withJS())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -110,7 +116,7 @@ func TestCaseAbsolutePaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := c.Load(nil)
+	m, err := c.Load(withJS())
 	if err != nil {
 		t.Fatalf("case naming %s: %v", src, err)
 	}
@@ -132,7 +138,7 @@ func TestHoldPromises(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := c.Load(nil)
+	m, err := c.Load(withJS())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/stategate/stategate/interp"
-	"github.com/stategate/stategate/xstate"
 )
 
 // TestPersistedChildren runs the cases of testdata/persist: events, a
@@ -39,7 +38,7 @@ func TestPersistedChildren(t *testing.T) {
 			}
 			readJSON(t, file, &c)
 			readJSON(t, strings.TrimSuffix(file, ".persist.json")+".want.json", &want)
-			m, _, err := (&xstate.Loader{}).Load(filepath.Join(filepath.Dir(file), c.Machine))
+			m, _, err := withJS().Load(filepath.Join(filepath.Dir(file), c.Machine))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -216,7 +215,7 @@ func restart(t *testing.T, m *interp.Machine, a *interp.Actor, now float64) (*in
 // clock, sends it START and moves the clock to 40 ms.
 func startedAt40(t *testing.T, name string) (*interp.Machine, *interp.Actor) {
 	t.Helper()
-	m, _, err := (&xstate.Loader{}).LoadModule(filepath.Join("testdata", name))
+	m, _, err := withJS().LoadModule(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,7 +93,7 @@ func TestCheck(t *testing.T) {
 	write("x.case.json", `{"machine":"good.json"}`)
 	write(".hidden.json", `{`)
 	write("good.json~", `{`)
-	rep, err := Check([]string{dir})
+	rep, err := (&Loader{}).Check([]string{dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,38 +105,5 @@ func TestCheck(t *testing.T) {
 		if !strings.Contains(out, w) {
 			t.Errorf("report %q lacks %q", out, w)
 		}
-	}
-}
-
-// TestCheckImplementationsModule checks an implementations module named
-// by itself (as a shell glob names it): it is checked with the JSON machine
-// beside it, once, and without one it is an error that names the machine
-// it needs.
-func TestCheckImplementationsModule(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, src string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	machine := write("door.json", `{"id":"door","initial":"shut","states":{"shut":{"on":{"OPEN":{"guard":"unlocked","target":"open"}}},"open":{}}}`)
-	impl := write("door.impl.ts", `export default { guards: { unlocked: () => true } };`)
-	lonely := write("window.impl.ts", `export default { guards: {} };`)
-
-	rep, err := Check([]string{impl, machine})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Failed() || len(rep.Files) != 1 || rep.Files[0].File != machine {
-		t.Fatalf("report %q", rep.Lines())
-	}
-	rep, err = Check([]string{lonely})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out := strings.Join(rep.Lines(), "\n"); !rep.Failed() || !strings.Contains(out, "needs its machine beside it: window.json") {
-		t.Fatalf("report %q", out)
 	}
 }

@@ -22,9 +22,9 @@ type Diagnostic struct {
 	// Source is the text of the line the problem is on, when known: for
 	// the server's log and check, never for MCP clients (Public).
 	Source string
-	// quotes is set when Msg may quote the file (esbuild's own messages:
-	// Expected ";" but found "...").
-	quotes bool
+	// Quotes is set when Msg may quote the file (a parser's own words:
+	// Expected ";" but found "..."): Public leaves out what it quotes.
+	Quotes bool
 }
 
 // String renders the diagnostic for the server's log and check: the file,
@@ -38,10 +38,10 @@ func (d Diagnostic) String() string {
 }
 
 // Public renders the diagnostic for MCP clients: as String, without the
-// line's text and without what a message of esbuild's quotes of the file.
+// line's text and without what Msg quotes of the file (Quotes).
 func (d Diagnostic) Public() string {
 	msg := d.Msg
-	if d.quotes {
+	if d.Quotes {
 		msg = elideQuotes(msg)
 	}
 	return d.render(msg)
@@ -64,8 +64,8 @@ func (d Diagnostic) render(msg string) string {
 	return b.String()
 }
 
-// quoted matches what a message quotes: "..." (esbuild quotes tokens and
-// names so).
+// quoted matches what a message quotes: "..." (esbuild, the bundler of
+// package xstate/js, quotes tokens and names so).
 var quoted = regexp.MustCompile(`"[^"]*"`)
 
 // elideQuotes replaces what a message quotes by "…", but for one or two

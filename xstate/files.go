@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/dustin/go-humanize"
 )
 
 // MaxFileSize is the size of the largest machine file stategate reads: a
@@ -22,7 +20,7 @@ var (
 	// as /dev/zero never ends).
 	ErrNotRegular = errors.New("not a regular file")
 	// ErrTooLarge: the file is larger than MaxFileSize.
-	ErrTooLarge = fmt.Errorf("larger than %s", humanize.IBytes(MaxFileSize))
+	ErrTooLarge = fmt.Errorf("larger than %d MiB", MaxFileSize>>20)
 	// ErrOutsideRoot: the file, or the file a symbolic link points to, is
 	// outside the Loader's Root (the machines folder).
 	ErrOutsideRoot = errors.New("outside the machines folder")

@@ -19,6 +19,7 @@ import (
 	"github.com/stategate/stategate/conformance"
 	"github.com/stategate/stategate/gate"
 	"github.com/stategate/stategate/xstate"
+	"github.com/stategate/stategate/xstate/js"
 )
 
 // version is the binary's version, as MCP clients see it.
@@ -44,7 +45,7 @@ func (c *traceCmd) Run(stdout io.Writer) error {
 		return err
 	}
 	// What the machine's code writes with console.log goes to stderr.
-	m, err := cs.Load(&xstate.Loader{Console: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+	m, err := cs.Load(&xstate.Loader{Modules: &js.Host{Console: slog.New(slog.NewTextHandler(os.Stderr, nil))}})
 	if err != nil {
 		return err
 	}
@@ -70,7 +71,7 @@ func (c *benchCmd) Run(stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		m, err := cs.Load(nil)
+		m, err := cs.Load(&xstate.Loader{Modules: &js.Host{}})
 		if err != nil {
 			return err
 		}
@@ -89,7 +90,7 @@ type checkCmd struct {
 }
 
 func (c *checkCmd) Run(stdout io.Writer) error {
-	report, err := gate.Check(&xstate.Loader{}, c.Files, c.HandleKey)
+	report, err := gate.Check(&xstate.Loader{Modules: &js.Host{}}, c.Files, c.HandleKey)
 	if err != nil {
 		return err
 	}

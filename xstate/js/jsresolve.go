@@ -1,4 +1,4 @@
-package xstate
+package js
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/stategate/stategate/internal/config"
 	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/xstate"
 )
 
 // jsResolver turns the functions and shim descriptions of a module into
@@ -640,22 +641,22 @@ func (r *jsResolver) machine(x *jsMarker) (*interp.Machine, error) {
 	}
 	impl, diags := r.implementations(x.get("implementations"))
 	if len(diags) > 0 {
-		return nil, &LoadError{File: r.mod.file, Diags: diags}
+		return nil, &xstate.LoadError{File: r.mod.file, Diags: diags}
 	}
 	m, _, err := compile(r.mod.file, cfg, r, impl)
 	return m, err
 }
 
 // implementations converts {guards, actions, actors, delays}.
-func (r *jsResolver) implementations(v any) (interp.Implementations, []Diagnostic) {
+func (r *jsResolver) implementations(v any) (interp.Implementations, []xstate.Diagnostic) {
 	impl := interp.Implementations{Host: r.mod}
 	o, ok := v.(*config.Object)
 	if !ok {
 		return impl, nil
 	}
-	var diags []Diagnostic
+	var diags []xstate.Diagnostic
 	bad := func(kind, name string, err error) {
-		diags = append(diags, Diagnostic{File: r.mod.file, Msg: fmt.Sprintf("%s '%s': %v", kind, name, err)})
+		diags = append(diags, xstate.Diagnostic{File: r.mod.file, Msg: fmt.Sprintf("%s '%s': %v", kind, name, err)})
 	}
 	if gs, ok := o.Vals["guards"].(*config.Object); ok {
 		impl.Guards = map[string]interp.Guard{}

@@ -1,4 +1,4 @@
-package xstate
+package js
 
 import (
 	"context"
@@ -23,7 +23,7 @@ const DefaultMemory = 256 << 20
 
 // ErrMemory is wrapped by the error of a call into JavaScript (or a
 // module's top-level code) that took more memory than its budget
-// (Loader.Memory).
+// (Host.Memory).
 var ErrMemory = errors.New("memory budget exceeded")
 
 // The watchdog's tick: how often it looks at the calls in progress while
@@ -42,7 +42,7 @@ const (
 	metricGCCycles    = "/gc/cycles/total:gc-cycles"
 )
 
-// watchdog bounds the JavaScript of a Loader's modules: while a call into
+// watchdog bounds the JavaScript of a Host's modules: while a call into
 // a runtime runs, it interrupts the call once it has run longer than the
 // time limit, once the context of its step has ended, or once the Go heap
 // has grown past the memory budget since the call began. It runs only

@@ -1,4 +1,4 @@
-package xstate
+package js
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/xstate"
 )
 
 // testMemory is the memory budget of the tests that exceed it: small, so
@@ -19,7 +20,7 @@ const testMemory = 48 << 20
 // function and says the memory budget was exceeded, and that the actor
 // goes to status error as for a thrown exception.
 func TestMemoryBudget(t *testing.T) {
-	l := &Loader{Memory: testMemory, Timeout: time.Minute}
+	l := &xstate.Loader{Modules: &Host{Memory: testMemory, Timeout: time.Minute}}
 	m, _, err := l.LoadModule(jsFile("memory.mjs"))
 	if err != nil {
 		t.Fatal(err)
@@ -62,8 +63,8 @@ func TestMemoryBudget(t *testing.T) {
 // memory without end fails to load with an error naming the file and the
 // memory budget.
 func TestMemoryBudgetAtLoad(t *testing.T) {
-	_, _, err := (&Loader{Memory: testMemory, Timeout: time.Minute}).LoadModule(jsFile("memory-toplevel.mjs"))
-	if !errors.Is(err, ErrMemory) || !errors.Is(err, ErrInvalid) {
+	_, _, err := (&xstate.Loader{Modules: &Host{Memory: testMemory, Timeout: time.Minute}}).LoadModule(jsFile("memory-toplevel.mjs"))
+	if !errors.Is(err, ErrMemory) || !errors.Is(err, xstate.ErrInvalid) {
 		t.Fatalf("err = %v; want a load error for the memory budget", err)
 	}
 	for _, want := range []string{"memory-toplevel.mjs", "top-level code", "memory budget exceeded"} {
@@ -78,7 +79,7 @@ func TestMemoryBudgetAtLoad(t *testing.T) {
 // deadline, and a call in progress is interrupted when the context ends,
 // long before the time limit of one call.
 func TestStepContextInterruptsJS(t *testing.T) {
-	m, _, err := (&Loader{Timeout: time.Minute}).LoadModule(jsFile("memory.mjs"))
+	m, _, err := (&xstate.Loader{Modules: &Host{Timeout: time.Minute}}).LoadModule(jsFile("memory.mjs"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func TestStepContextInterruptsJS(t *testing.T) {
 // not grow without end: past the budget, the runtimes that hold it are
 // dropped (and made afresh).
 func TestMemoryKeptAcrossCalls(t *testing.T) {
-	l := &Loader{Memory: 16 << 20}
+	l := &xstate.Loader{Modules: &Host{Memory: 16 << 20}}
 	m, _, err := l.LoadModule(jsFile("memory.mjs"))
 	if err != nil {
 		t.Fatal(err)

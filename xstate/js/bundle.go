@@ -1,4 +1,4 @@
-package xstate
+package js
 
 import (
 	_ "embed"
@@ -13,6 +13,7 @@ import (
 	"github.com/evanw/esbuild/pkg/api"
 
 	"github.com/stategate/stategate/internal/config"
+	"github.com/stategate/stategate/xstate"
 )
 
 //go:embed shim.js
@@ -55,11 +56,11 @@ const tsconfig = `{"compilerOptions": {"verbatimModuleSyntax": true}}`
 // stategate's shim. Every file is read by the plugin, through root
 // (ReadFile's rules, and only files inside the root): esbuild reads none
 // itself. It also returns the files it read.
-func bundle(file string, root *Root) (*bundled, []Diagnostic) {
+func bundle(file string, root *xstate.Root) (*bundled, []xstate.Diagnostic) {
 	out := &bundled{}
 	wd, err := os.Getwd()
 	if err != nil {
-		return nil, []Diagnostic{{File: file, Msg: err.Error()}}
+		return nil, []xstate.Diagnostic{{File: file, Msg: err.Error()}}
 	}
 	plugin := api.Plugin{
 		Name: "stategate",
@@ -112,9 +113,9 @@ func bundle(file string, root *Root) (*bundled, []Diagnostic) {
 		TsconfigRaw:   tsconfig,
 		Plugins:       []api.Plugin{plugin},
 	})
-	var rejected []Diagnostic
+	var rejected []xstate.Diagnostic
 	for _, m := range res.Errors {
-		d := Diagnostic{File: file, Msg: m.Text}
+		d := xstate.Diagnostic{File: file, Msg: m.Text}
 		if m.Location != nil {
 			d.File = locationFile(wd, file, m.Location.File)
 			d.Line = m.Location.Line
@@ -123,8 +124,8 @@ func bundle(file string, root *Root) (*bundled, []Diagnostic) {
 		}
 		if m.PluginName == "" {
 			// esbuild's own words may quote the file ("Expected ; but
-			// found ..."): not for clients (see Diagnostic.Public).
-			d.quotes = true
+			// found ..."): not for clients (see xstate.Diagnostic.Public).
+			d.Quotes = true
 		}
 		rejected = append(rejected, d)
 	}
@@ -132,7 +133,7 @@ func bundle(file string, root *Root) (*bundled, []Diagnostic) {
 		return nil, rejected
 	}
 	if len(res.OutputFiles) == 0 {
-		return nil, []Diagnostic{{File: file, Msg: "esbuild produced no output"}}
+		return nil, []xstate.Diagnostic{{File: file, Msg: "esbuild produced no output"}}
 	}
 	out.code = string(res.OutputFiles[0].Contents)
 	out.files = metaInputs(wd, res.Metafile)
@@ -143,7 +144,7 @@ func bundle(file string, root *Root) (*bundled, []Diagnostic) {
 // is the shim (resolved before); a package or a Node built-in is refused;
 // a path is a file inside the root, found as esbuild finds one (the path,
 // with an extension added, a TypeScript file for a .js, an index file).
-func resolveImport(root *Root, args api.OnResolveArgs) (api.OnResolveResult, error) {
+func resolveImport(root *xstate.Root, args api.OnResolveArgs) (api.OnResolveResult, error) {
 	p := args.Path
 	if !filepath.IsAbs(p) && !strings.HasPrefix(p, "./") && !strings.HasPrefix(p, "../") && p != "." && p != ".." {
 		msg := fmt.Sprintf("cannot import %q: a machine module may import only 'xstate' and its own files (relative paths): it runs in a sandbox with no packages and no I/O", p)

@@ -1,4 +1,4 @@
-package xstate
+package js
 
 import (
 	"context"
@@ -13,13 +13,14 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/xstate"
 )
 
 func jsFile(name string) string { return filepath.Join("testdata", "js", name) }
 
 // startModule loads a module of testdata/js with l and starts an actor of
 // its machine.
-func startModule(t *testing.T, l *Loader, name string) *interp.Actor {
+func startModule(t *testing.T, l *xstate.Loader, name string) *interp.Actor {
 	t.Helper()
 	m, _, err := l.LoadModule(jsFile(name))
 	if err != nil {
@@ -31,7 +32,7 @@ func startModule(t *testing.T, l *Loader, name string) *interp.Actor {
 }
 
 func TestInterruptRunawayGuard(t *testing.T) {
-	l := &Loader{Timeout: 100 * time.Millisecond}
+	l := &xstate.Loader{Modules: &Host{Timeout: 100 * time.Millisecond}}
 	m, _, err := l.LoadModule(jsFile("loop.mjs"))
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +64,7 @@ func TestInterruptRunawayGuard(t *testing.T) {
 // TestInterruptRunawayAssign checks that an interrupted assign names the
 // property whose function ran away.
 func TestInterruptRunawayAssign(t *testing.T) {
-	a := startModule(t, &Loader{Timeout: 100 * time.Millisecond}, "loop.mjs")
+	a := startModule(t, &xstate.Loader{Modules: &Host{Timeout: 100 * time.Millisecond}}, "loop.mjs")
 	a.Send(interp.Event{Type: "SPIN_ASSIGN"})
 	s := a.Snapshot()
 	if s.Status != interp.StatusError || !errors.Is(s.Err(), ErrInterrupted) || !strings.Contains(s.Err().Error(), "assign of 'total'") {
@@ -72,7 +73,7 @@ func TestInterruptRunawayAssign(t *testing.T) {
 }
 
 func TestDeepRecursionIsAnError(t *testing.T) {
-	a := startModule(t, &Loader{}, "loop.mjs")
+	a := startModule(t, &xstate.Loader{Modules: &Host{}}, "loop.mjs")
 	a.Send(interp.Event{Type: "RECURSE"})
 	s := a.Snapshot()
 	if s.Status != interp.StatusError || !strings.Contains(s.Err().Error(), "Maximum call stack size exceeded") {
@@ -86,8 +87,8 @@ func TestForbiddenImports(t *testing.T) {
 		"package-import.mjs": `package-import.mjs:2: cannot import "lodash"`,
 		"xstate-graph.mjs":   `xstate-graph.mjs:2: cannot import "xstate/graph"`,
 	} {
-		_, _, err := (&Loader{}).LoadModule(jsFile(file))
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) {
+		_, _, err := (&xstate.Loader{Modules: &Host{}}).LoadModule(jsFile(file))
+		if !errors.Is(err, xstate.ErrInvalid) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err = %v, want %q", file, err, want)
 		}
 	}
@@ -96,9 +97,9 @@ func TestForbiddenImports(t *testing.T) {
 // An event mapped to null fails the module, as XState's createMachine
 // throws on it; one mapped to undefined is the forbidden transition.
 func TestNullTransitionIsAnError(t *testing.T) {
-	_, _, err := (&Loader{}).LoadModule(jsFile("null-transition.mjs"))
+	_, _, err := (&xstate.Loader{Modules: &Host{}}).LoadModule(jsFile("null-transition.mjs"))
 	want := `state a: on "GO": a transition cannot be null`
-	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) {
+	if !errors.Is(err, xstate.ErrInvalid) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err = %v, want %q", err, want)
 	}
 	if strings.Contains(err.Error(), "FINE") {
@@ -107,25 +108,25 @@ func TestNullTransitionIsAnError(t *testing.T) {
 }
 
 func TestSyntaxErrorNamesFileAndLine(t *testing.T) {
-	_, _, err := (&Loader{}).LoadModule(jsFile("syntax.ts"))
-	if !errors.Is(err, ErrInvalid) {
+	_, _, err := (&xstate.Loader{Modules: &Host{}}).LoadModule(jsFile("syntax.ts"))
+	if !errors.Is(err, xstate.ErrInvalid) {
 		t.Fatalf("err = %v", err)
 	}
-	var le *LoadError
+	var le *xstate.LoadError
 	if !errors.As(err, &le) || le.Diags[0].Line != 10 || le.Diags[0].File != jsFile("syntax.ts") {
 		t.Fatalf("diagnostics %+v", err)
 	}
 	// Named by an absolute path, the module is named so in the message too
 	// (esbuild's own paths are relative to the working folder).
 	abs, _ := filepath.Abs(jsFile("syntax.ts"))
-	_, _, err = (&Loader{}).LoadModule(abs)
+	_, _, err = (&xstate.Loader{Modules: &Host{}}).LoadModule(abs)
 	if !errors.As(err, &le) || le.Diags[0].File != abs {
 		t.Fatalf("diagnostics of %s: %+v", abs, err)
 	}
 }
 
 func TestRelativeImports(t *testing.T) {
-	a := startModule(t, &Loader{}, "uses-helper.ts")
+	a := startModule(t, &xstate.Loader{Modules: &Host{}}, "uses-helper.ts")
 	a.Send(interp.Event{Type: "PAY", Data: map[string]any{"amount": 40.0}})
 	if v := a.Snapshot().Value(); v != "open" {
 		t.Fatalf("small payment went to %v", v)
@@ -138,14 +139,14 @@ func TestRelativeImports(t *testing.T) {
 }
 
 func TestModuleMustExportOneMachine(t *testing.T) {
-	_, _, err := (&Loader{}).LoadModule(jsFile("two-machines.mjs"))
+	_, _, err := (&xstate.Loader{Modules: &Host{}}).LoadModule(jsFile("two-machines.mjs"))
 	if err == nil || !strings.Contains(err.Error(), "exactly one machine") {
 		t.Fatalf("err = %v", err)
 	}
 }
 
 func TestMissingImplementations(t *testing.T) {
-	rep, err := Check([]string{jsFile("missing.mjs")})
+	rep, err := (&xstate.Loader{Modules: &Host{}}).Check([]string{jsFile("missing.mjs")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestMissingImplementations(t *testing.T) {
 		}
 	}
 	// The Go table fills the gaps, and check passes.
-	reg := NewRegistry().
+	reg := xstate.NewRegistry().
 		Guard("unknownGuard", func(interp.Args, any) (bool, error) { return true, nil }).
 		Action("unknownAction", func(interp.Args, any) error { return nil }).
 		DelayMs("patience", 500).
@@ -172,15 +173,15 @@ func TestMissingImplementations(t *testing.T) {
 			settle("ok", nil)
 			return nil
 		}})
-	rep, err = (&Loader{Registry: reg}).Check([]string{jsFile("missing.mjs")})
+	rep, err = (&xstate.Loader{Registry: reg, Modules: &Host{}}).Check([]string{jsFile("missing.mjs")})
 	if err != nil || rep.Failed() {
 		t.Fatalf("with the registry: %v\n%s", err, strings.Join(rep.Lines(), "\n"))
 	}
 }
 
 func TestJSOwnImplementationsComeFirst(t *testing.T) {
-	reg := NewRegistry().Guard("isLarge", func(interp.Args, any) (bool, error) { return false, nil })
-	a := startModule(t, &Loader{Registry: reg}, "uses-helper.ts")
+	reg := xstate.NewRegistry().Guard("isLarge", func(interp.Args, any) (bool, error) { return false, nil })
+	a := startModule(t, &xstate.Loader{Registry: reg, Modules: &Host{}}, "uses-helper.ts")
 	a.Send(interp.Event{Type: "PAY", Data: map[string]any{"amount": 400.0}})
 	if v := a.Snapshot().Value(); v != "review" {
 		t.Fatalf("the registry's guard overrode the module's: went to %v", v)
@@ -188,7 +189,7 @@ func TestJSOwnImplementationsComeFirst(t *testing.T) {
 }
 
 func TestSelf(t *testing.T) {
-	a := startModule(t, &Loader{}, "self.mjs")
+	a := startModule(t, &xstate.Loader{Modules: &Host{}}, "self.mjs")
 	a.Send(interp.Event{Type: "GO"})
 	s := a.Snapshot()
 	if s.Status != interp.StatusActive || s.Err() != nil {
@@ -214,7 +215,7 @@ func must[T any](v T, err error) T {
 }
 
 func TestContextChangedByCodeStaysOutOfTheSnapshot(t *testing.T) {
-	a := startModule(t, &Loader{}, "mutate-context.mjs")
+	a := startModule(t, &xstate.Loader{Modules: &Host{}}, "mutate-context.mjs")
 	a.Send(interp.Event{Type: "GO"})
 	got, err := json.Marshal(a.Snapshot().Context)
 	if err != nil {
@@ -248,7 +249,7 @@ export default createMachine({
 			if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			m, _, err := (&Loader{}).LoadModule(file)
+			m, _, err := (&xstate.Loader{Modules: &Host{}}).LoadModule(file)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -275,7 +276,7 @@ export default createMachine({
 // Machine.Transition: its code runs in a runtime lent for the step, the
 // snapshot given is not changed, and an error leaves the state as it was.
 func TestTransitionRunsJSCode(t *testing.T) {
-	m, _, err := (&Loader{}).LoadModule(jsFile("counter.mjs"))
+	m, _, err := (&xstate.Loader{Modules: &Host{}}).LoadModule(jsFile("counter.mjs"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,22 +324,22 @@ func TestCheckSkipsHelperModules(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rep, err := Check([]string{dir})
+	rep, err := (&xstate.Loader{Modules: &Host{}}).Check([]string{dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rep.Failed() || len(rep.Files) != 2 || rep.Files[1].Skipped == "" || rep.Files[1].File != helper {
 		t.Fatalf("folder: %v", rep.Lines())
 	}
-	if rep, _ := Check([]string{helper}); !rep.Failed() || !strings.Contains(strings.Join(rep.Lines(), "\n"), "exports no machine") {
+	if rep, _ := (&xstate.Loader{Modules: &Host{}}).Check([]string{helper}); !rep.Failed() || !strings.Contains(strings.Join(rep.Lines(), "\n"), "exports no machine") {
 		t.Fatalf("the helper named itself: %v", rep.Lines())
 	}
-	m, _, err := (&Loader{}).Load(machine)
+	m, _, err := (&xstate.Loader{Modules: &Host{}}).Load(machine)
 	if err != nil {
 		t.Fatal(err)
 	}
 	abs := func(f string) string { a, _ := filepath.Abs(f); return a }
-	if got := Sources(machine, m); !slices.Equal(got, []string{abs(machine), abs(helper)}) {
+	if got := xstate.Sources(machine, m); !slices.Equal(got, []string{abs(machine), abs(helper)}) {
 		t.Fatalf("sources %v", got)
 	}
 }
@@ -359,7 +360,7 @@ func (h recordLog) WithGroup(string) slog.Handler      { return h }
 // without one the action still runs.
 func TestConsole(t *testing.T) {
 	var recs []slog.Record
-	a := startModule(t, &Loader{Console: slog.New(recordLog{&recs})}, "console-all.mjs")
+	a := startModule(t, &xstate.Loader{Modules: &Host{Console: slog.New(recordLog{&recs})}}, "console-all.mjs")
 	if a.Snapshot().Status != interp.StatusActive {
 		t.Fatalf("status %v: %v", a.Snapshot().Status, a.Snapshot().Err())
 	}
@@ -371,7 +372,41 @@ func TestConsole(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("console records %q, want %q", got, want)
 	}
-	if b := startModule(t, &Loader{}, "console-all.mjs"); b.Snapshot().Status != interp.StatusActive {
+	if b := startModule(t, &xstate.Loader{Modules: &Host{}}, "console-all.mjs"); b.Snapshot().Status != interp.StatusActive {
 		t.Fatalf("without a Console logger: status %v: %v", b.Snapshot().Status, b.Snapshot().Err())
+	}
+}
+
+// TestCheckImplementationsModule checks an implementations module named
+// by itself (as a shell glob names it): it is checked with the JSON machine
+// beside it, once, and without one it is an error that names the machine
+// it needs.
+func TestCheckImplementationsModule(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, src string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	machine := write("door.json", `{"id":"door","initial":"shut","states":{"shut":{"on":{"OPEN":{"guard":"unlocked","target":"open"}}},"open":{}}}`)
+	impl := write("door.impl.ts", `export default { guards: { unlocked: () => true } };`)
+	lonely := write("window.impl.ts", `export default { guards: {} };`)
+
+	l := &xstate.Loader{Modules: &Host{}}
+	rep, err := l.Check([]string{impl, machine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Failed() || len(rep.Files) != 1 || rep.Files[0].File != machine {
+		t.Fatalf("report %q", rep.Lines())
+	}
+	rep, err = l.Check([]string{lonely})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := strings.Join(rep.Lines(), "\n"); !rep.Failed() || !strings.Contains(out, "needs its machine beside it: window.json") {
+		t.Fatalf("report %q", out)
 	}
 }

@@ -1,4 +1,4 @@
-package xstate
+package js
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 
 	"github.com/stategate/stategate/internal/config"
 	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/xstate"
 )
 
 var jsonUnmarshal = json.Unmarshal
@@ -42,7 +43,7 @@ type jsModule struct {
 	console *slog.Logger // where console.log and the like go; nil: nowhere
 	prog    *goja.Program
 	prelude *goja.Program
-	dog     *watchdog // the Loader's, which bounds the calls' time and memory
+	dog     *watchdog // the Host's, which bounds the calls' time and memory
 	limits  sandboxLimits
 	// roots finds, in a runtime's module exports, the values whose
 	// functions are numbered (the machine, or the implementations).
@@ -58,7 +59,7 @@ type jsModule struct {
 }
 
 // jsRuntime is a goja runtime with the module evaluated in it and the
-// module's functions numbered as the loader numbered them.
+// module's functions numbered as the Host numbered them.
 type jsRuntime struct {
 	mod *jsModule
 	vm  *goja.Runtime
@@ -200,7 +201,7 @@ func (rt *jsRuntime) remember(v any, js goja.Value) {
 
 // jsLazy is a value an assign left in the context, or params, that is
 // still a JavaScript value of the runtime of the step; it is converted when
-// the step ends (Seal), or when Go code gets it (plainArgs, plainValue).
+// the step ends (Seal), or when Go code gets it (Plain).
 type jsLazy struct {
 	rt *jsRuntime
 	v  goja.Value
@@ -268,35 +269,31 @@ func (l *jsLazy) seal() any {
 	return g
 }
 
-// plainValue returns a value that may be lazy (params) as a Go value.
-func plainValue(v any) any {
-	if l, lazy := v.(*jsLazy); lazy {
-		return l.seal()
-	}
-	return v
-}
+// Plain returns v with no JavaScript values left in it, for Go code (a
+// Registry's functions; xstate.PlainValues): a lazy value (params)
+// converted, a context a copy when it has some (JavaScript code later in
+// the step still gets the very values).
+func (rt *jsRuntime) Plain(v any) any { return plain(v) }
 
-// plainArgs returns a's context with no JavaScript values left in it, for
-// Go code: a copy when it has some (JavaScript code later in the step
-// still gets the very values).
-func plainArgs(a interp.Args) interp.Args {
-	ctx, ok := a.Context.(map[string]any)
-	if !ok {
-		return a
-	}
-	var out map[string]any
-	for k, x := range ctx {
-		if l, lazy := x.(*jsLazy); lazy {
-			if out == nil {
-				out = maps.Clone(ctx)
+func plain(v any) any {
+	switch x := v.(type) {
+	case *jsLazy:
+		return x.seal()
+	case map[string]any:
+		var out map[string]any
+		for k, e := range x {
+			if l, lazy := e.(*jsLazy); lazy {
+				if out == nil {
+					out = maps.Clone(x)
+				}
+				out[k] = l.seal()
 			}
-			out[k] = l.seal()
+		}
+		if out != nil {
+			return out
 		}
 	}
-	if out != nil {
-		a.Context = out
-	}
-	return a
+	return v
 }
 
 // Acquire lends a runtime for a step of an actor whose work ctx bounds
@@ -316,9 +313,11 @@ func (m *jsModule) Acquire(ctx context.Context) interp.Thread {
 }
 
 var (
-	_ interp.Host   = (*jsModule)(nil)
-	_ interp.Thread = (*jsRuntime)(nil)
-	_ interp.Thread = (*jsBroken)(nil)
+	_ xstate.FilesHost   = (*jsModule)(nil)
+	_ interp.Thread      = (*jsRuntime)(nil)
+	_ interp.Thread      = (*jsBroken)(nil)
+	_ xstate.PlainValues = (*jsRuntime)(nil)
+	_ xstate.PlainValues = (*jsBroken)(nil)
 )
 
 // jsBroken is what a step gets when no runtime could be made; every call
@@ -327,6 +326,9 @@ type jsBroken struct{ err error }
 
 // Seal converts the lazy values of other runtimes (this step made none).
 func (b *jsBroken) Seal(v any) (any, error) { return sealLazy(v) }
+
+// Plain is the runtime's Plain, for lazy values of other runtimes.
+func (b *jsBroken) Plain(v any) any { return plain(v) }
 
 // Release does nothing: the step had no runtime.
 func (b *jsBroken) Release() {}

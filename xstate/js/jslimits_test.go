@@ -1,4 +1,4 @@
-package xstate
+package js
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/xstate"
 )
 
 // sandboxRuntime returns a runtime of a module loaded with a memory
@@ -14,7 +15,7 @@ import (
 // of 4 Mi characters.
 func sandboxRuntime(t *testing.T) *jsRuntime {
 	t.Helper()
-	m, _, err := (&Loader{Memory: 16 << 20}).LoadModule(jsFile("counter.mjs"))
+	m, _, err := (&xstate.Loader{Modules: &Host{Memory: 16 << 20}}).LoadModule(jsFile("counter.mjs"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +178,7 @@ func TestSandboxKeepsBuiltins(t *testing.T) {
 // TestBigIntLiteralFails checks that a module cannot make a BigInt: a
 // literal, which esbuild makes a call of BigInt for ES2017, throws.
 func TestBigIntLiteralFails(t *testing.T) {
-	a := startModule(t, &Loader{}, "bigint.mjs")
+	a := startModule(t, &xstate.Loader{Modules: &Host{}}, "bigint.mjs")
 	a.Send(interp.Event{Type: "POW"})
 	if s := a.Snapshot(); s.Status != interp.StatusError || !strings.Contains(s.Err().Error(), "BigInt is not available") {
 		t.Fatalf("status %v, error %v", s.Status, s.Err())
@@ -188,7 +189,7 @@ func TestBigIntLiteralFails(t *testing.T) {
 // that cannot be kept (cyclic, nested too deep, too large) fails the step
 // with an error that says so, and the actor keeps the state before it.
 func TestConversionBounded(t *testing.T) {
-	m, _, err := (&Loader{Memory: 16 << 20}).LoadModule(jsFile("unkeepable.mjs"))
+	m, _, err := (&xstate.Loader{Modules: &Host{Memory: 16 << 20}}).LoadModule(jsFile("unkeepable.mjs"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package xstate
+package js
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package xstate
+package js
 
 import (
 	"path/filepath"
@@ -7,13 +7,14 @@ import (
 	"github.com/dop251/goja"
 
 	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/xstate"
 )
 
 // BenchmarkJSStep times the bridge on a small module: a step with a guard
 // and an assign (each one JavaScript call), can() with a guard, and an
 // actor's life with no step.
 func BenchmarkJSStep(b *testing.B) {
-	m, _, err := (&Loader{}).LoadModule(filepath.Join("testdata", "js", "bench-step.mjs"))
+	m, _, err := (&xstate.Loader{Modules: &Host{}}).LoadModule(filepath.Join("testdata", "js", "bench-step.mjs"))
 	if err != nil {
 		b.Fatal(err)
 	}
