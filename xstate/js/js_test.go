@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -185,6 +187,36 @@ func TestJSOwnImplementationsComeFirst(t *testing.T) {
 	a.Send(interp.Event{Type: "PAY", Data: map[string]any{"amount": 400.0}})
 	if v := a.Snapshot().Value(); v != "review" {
 		t.Fatalf("the registry's guard overrode the module's: went to %v", v)
+	}
+}
+
+// TestRegistryGetsPlainValues checks that a Registry's function, run in
+// the step of a module whose code left JavaScript values in the context
+// and made its params, gets them as Go values (xstate.PlainValues), and
+// that the module's code still sees its own.
+func TestRegistryGetsPlainValues(t *testing.T) {
+	var gotCtx map[string]any
+	var gotParams any
+	reg := xstate.NewRegistry().Action("check", func(a interp.Args, params any) error {
+		ctx, _ := a.Context.(map[string]any)
+		gotCtx = maps.Clone(ctx) // as it is now: the step's end seals the context in place
+		gotParams = params
+		return nil
+	})
+	a := startModule(t, &xstate.Loader{Registry: reg, Modules: &Host{}}, "registry-plain.mjs")
+	a.Send(interp.Event{Type: "GO", Data: map[string]any{"by": "ann"}})
+	if s := a.Snapshot(); s.Value() != "b" || s.Err() != nil {
+		t.Fatalf("after GO: %v, %v", s.Value(), s.Err())
+	}
+	want := map[string]any{"items": []any{1.0, 2.0}, "meta": map[string]any{"by": "ann"}}
+	if !reflect.DeepEqual(gotCtx, want) {
+		t.Errorf("the registry's action got the context %#v, want %#v", gotCtx, want)
+	}
+	if !reflect.DeepEqual(gotParams, map[string]any{"n": 2.0}) {
+		t.Errorf("the registry's action got the params %#v", gotParams)
+	}
+	if got := a.Snapshot().Context; !reflect.DeepEqual(got, want) {
+		t.Errorf("context after the step %#v, want %#v", got, want)
 	}
 }
 
