@@ -4,48 +4,22 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/dop251/goja"
+
+	"github.com/stategate/stategate/internal/intl"
 )
 
 // Number formatting as Node's ICU does it for en-US: Intl.NumberFormat and
 // Number.prototype.toLocaleString, which goja lacks (its toLocaleString
 // is toString, so toLocaleString('en-US') failed with a radix error).
+// This file reads their locales and options; internal/intl formats.
 // Machines format amounts for people (a total in a message, a currency
 // in a summary) and must print what they print on Node. Other locales,
 // and options whose output needs more of ICU's data (unit, compact and
 // scientific notation, currency names), are refused with an error that
 // says so, rather than formatted differently.
-
-// currencyInfo is how en-US shows a currency.
-type currencyInfo struct {
-	symbol, narrow string
-	digits         int
-}
-
-func currencyOf(code string) currencyInfo {
-	if c, ok := enCurrencies[code]; ok {
-		return c
-	}
-	return currencyInfo{code, code, 2}
-}
-
-// numberFormat is a resolved Intl.NumberFormat.
-type numberFormat struct {
-	style           string // decimal, percent, currency
-	currency        string
-	currencyDisplay string // symbol, narrowSymbol, code
-	currencySign    string // standard, accounting
-	minInt          int
-	minFD, maxFD    int
-	minSD, maxSD    int // 0 when fraction digits round
-	grouping        string
-	signDisplay     string
-}
 
 // intlError is a RangeError or TypeError thrown by Intl.
 type intlError struct {
@@ -84,11 +58,11 @@ func resolveLocale(v goja.Value) error {
 }
 
 // newNumberFormat resolves locales and options as Intl.NumberFormat does.
-func newNumberFormat(vm *goja.Runtime, locales, options goja.Value) (*numberFormat, error) {
+func newNumberFormat(vm *goja.Runtime, locales, options goja.Value) (*intl.NumberFormat, error) {
 	if err := resolveLocale(locales); err != nil {
 		return nil, err
 	}
-	f := &numberFormat{style: "decimal", currencyDisplay: "symbol", currencySign: "standard", minInt: 1, grouping: "auto", signDisplay: "auto"}
+	f := &intl.NumberFormat{Style: "decimal", CurrencyDisplay: "symbol", CurrencySign: "standard", MinInt: 1, Grouping: "auto", SignDisplay: "auto"}
 	var opts *goja.Object
 	if options != nil && !goja.IsUndefined(options) {
 		if goja.IsNull(options) {
@@ -149,9 +123,9 @@ func newNumberFormat(vm *goja.Runtime, locales, options goja.Value) (*numberForm
 		return nil, err
 	}
 	if ok {
-		f.style = style
+		f.Style = style
 	}
-	if f.style == "unit" {
+	if f.Style == "unit" {
 		return nil, rangeErr("style \"unit\" is not available here: stategate formats decimal, percent and currency styles only")
 	}
 	if v := get("currency"); v != nil {
@@ -159,7 +133,7 @@ func newNumberFormat(vm *goja.Runtime, locales, options goja.Value) (*numberForm
 		if len(code) != 3 || strings.IndexFunc(code, func(r rune) bool { return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z') }) >= 0 {
 			return nil, rangeErr("Invalid currency code : %s", code)
 		}
-		f.currency = strings.ToUpper(code)
+		f.Currency = strings.ToUpper(code)
 	}
 	if d, ok, err := str("currencyDisplay", "symbol", "narrowSymbol", "code", "name"); err != nil {
 		return nil, err
@@ -167,28 +141,28 @@ func newNumberFormat(vm *goja.Runtime, locales, options goja.Value) (*numberForm
 		if d == "name" {
 			return nil, rangeErr("currencyDisplay \"name\" is not available here: stategate shows a currency's symbol or code")
 		}
-		f.currencyDisplay = d
+		f.CurrencyDisplay = d
 	}
 	if s, ok, err := str("currencySign", "standard", "accounting"); err != nil {
 		return nil, err
 	} else if ok {
-		f.currencySign = s
+		f.CurrencySign = s
 	}
-	if f.style == "currency" && f.currency == "" {
+	if f.Style == "currency" && f.Currency == "" {
 		return nil, &intlError{"TypeError", "Currency code is required with currency style."}
 	}
-	if f.minInt, ok, err = digits("minimumIntegerDigits", 1, 21); err != nil {
+	if f.MinInt, ok, err = digits("minimumIntegerDigits", 1, 21); err != nil {
 		return nil, err
 	} else if !ok {
-		f.minInt = 1
+		f.MinInt = 1
 	}
 	// Fraction digits: the style's defaults, adjusted to those given.
 	defMin, defMax := 0, 3
-	switch f.style {
+	switch f.Style {
 	case "percent":
 		defMax = 0
 	case "currency":
-		d := currencyOf(f.currency).digits
+		d := intl.CurrencyOf(f.Currency).Digits
 		defMin, defMax = d, d
 	}
 	minSD, hasMinSD, err := digits("minimumSignificantDigits", 1, 21)
@@ -217,7 +191,7 @@ func newNumberFormat(vm *goja.Runtime, locales, options goja.Value) (*numberForm
 		if minSD > maxSD {
 			return nil, rangeErr("maximumSignificantDigits value is out of range.")
 		}
-		f.minSD, f.maxSD = minSD, maxSD
+		f.MinSD, f.MaxSD = minSD, maxSD
 	}
 	switch {
 	case hasMinFD && hasMaxFD:
@@ -231,19 +205,19 @@ func newNumberFormat(vm *goja.Runtime, locales, options goja.Value) (*numberForm
 	default:
 		minFD, maxFD = defMin, defMax
 	}
-	f.minFD, f.maxFD = minFD, maxFD
+	f.MinFD, f.MaxFD = minFD, maxFD
 	if v := get("useGrouping"); v != nil {
 		if b, isBool := v.Export().(bool); isBool {
-			f.grouping = "always"
+			f.Grouping = "always"
 			if !b {
-				f.grouping = "false"
+				f.Grouping = "false"
 			}
 		} else {
 			switch s := v.String(); s {
 			case "always", "auto", "min2":
-				f.grouping = s
+				f.Grouping = s
 			case "true", "false":
-				f.grouping = "auto"
+				f.Grouping = "auto"
 			default:
 				return nil, rangeErr("Value %s out of range for Intl.NumberFormat options property useGrouping", s)
 			}
@@ -252,207 +226,38 @@ func newNumberFormat(vm *goja.Runtime, locales, options goja.Value) (*numberForm
 	if s, ok, err := str("signDisplay", "auto", "never", "always", "exceptZero", "negative"); err != nil {
 		return nil, err
 	} else if ok {
-		f.signDisplay = s
+		f.SignDisplay = s
 	}
 	return f, nil
 }
 
-// format formats x as ICU does for en-US.
-func (f *numberFormat) format(x float64) string {
-	neg, zero := math.Signbit(x), false
-	var body string
-	switch {
-	case math.IsNaN(x):
-		neg, body = false, "NaN"
-	case math.IsInf(x, 0):
-		body = "∞"
-	default:
-		digits, point := decimalDigits(math.Abs(x))
-		if f.style == "percent" {
-			point += 2
-		}
-		digits, point = f.round(digits, point)
-		zero = digits == ""
-		body = f.layout(digits, point)
-	}
-	sign := ""
-	switch f.signDisplay {
-	case "auto":
-		if neg {
-			sign = "-"
-		}
-	case "always":
-		sign = "+"
-		if neg {
-			sign = "-"
-		}
-	case "exceptZero":
-		if !zero && !math.IsNaN(x) {
-			sign = "+"
-			if neg {
-				sign = "-"
-			}
-		}
-	case "negative":
-		if neg && !zero {
-			sign = "-"
-		}
-	}
-	switch f.style {
-	case "percent":
-		body += "%"
-	case "currency":
-		c := currencyOf(f.currency)
-		sym := c.symbol
-		switch f.currencyDisplay {
-		case "narrowSymbol":
-			sym = c.narrow
-		case "code":
-			sym = f.currency
-		}
-		// A symbol ending in a letter (a code, "F CFA") is set apart from
-		// digits by a no-break space; "$" or "€" is not (nor NaN or ∞).
-		if r, _ := utf8.DecodeLastRuneInString(sym); !unicode.IsSymbol(r) && body[0] >= '0' && body[0] <= '9' {
-			sym += "\u00a0"
-		}
-		body = sym + body
-		if f.currencySign == "accounting" && sign == "-" {
-			return "(" + body + ")"
-		}
-	}
-	return sign + body
-}
-
-// decimalDigits returns the shortest decimal digits of x (x >= 0) that
-// read back as x, without leading or trailing zeros, and where the
-// decimal point goes: x = 0.DIGITS × 10^point.
-func decimalDigits(x float64) (string, int) {
-	if x == 0 {
-		return "", 1
-	}
-	s := strconv.FormatFloat(x, 'e', -1, 64) // d.ddde±XX
-	mant, exp, _ := strings.Cut(s, "e")
-	e, _ := strconv.Atoi(exp)
-	digits := strings.Replace(mant, ".", "", 1)
-	return strings.TrimRight(digits, "0"), e + 1
-}
-
-// round rounds digits (0.DIGITS × 10^point) half away from zero, to the
-// significant digits or else the fraction digits of f, and drops
-// trailing zeros.
-func (f *numberFormat) round(digits string, point int) (string, int) {
-	keep := point + f.maxFD // digits kept
-	if f.maxSD > 0 {
-		keep = f.maxSD
-	}
-	if keep < 0 {
-		return "", 1
-	}
-	if len(digits) > keep {
-		up := digits[keep] >= '5'
-		digits = digits[:keep]
-		if up {
-			b := []byte(digits)
-			i := len(b) - 1
-			for ; i >= 0 && b[i] == '9'; i-- {
-				b[i] = '0'
-			}
-			if i < 0 {
-				b = append([]byte{'1'}, b...)
-				point++
-			} else {
-				b[i]++
-			}
-			digits = string(b)
-		}
-	}
-	digits = strings.TrimRight(digits, "0")
-	if digits == "" {
-		return "", 1
-	}
-	return digits, point
-}
-
-// layout writes 0.DIGITS × 10^point with the integer and fraction digits
-// f asks for, and its grouping.
-func (f *numberFormat) layout(digits string, point int) string {
-	var intPart, frac string
-	switch {
-	case point <= 0:
-		intPart, frac = "", strings.Repeat("0", -point)+digits
-	case point >= len(digits):
-		intPart = digits + strings.Repeat("0", point-len(digits))
-	default:
-		intPart, frac = digits[:point], digits[point:]
-	}
-	intPart = strings.TrimLeft(intPart, "0")
-	if n := f.minInt - len(intPart); n > 0 {
-		intPart = strings.Repeat("0", n) + intPart
-	}
-	if f.maxSD > 0 {
-		// Significant digits: pad to the minimum, counting from the first
-		// non-zero digit.
-		sig := len(strings.TrimLeft(intPart, "0")) + len(frac)
-		if strings.TrimLeft(intPart, "0") == "" {
-			sig = len(strings.TrimLeft(frac, "0"))
-			if digits == "" {
-				sig = 1 // zero counts one significant digit
-			}
-		}
-		if n := f.minSD - sig; n > 0 {
-			frac += strings.Repeat("0", n)
-		}
-	} else if n := f.minFD - len(frac); n > 0 {
-		frac += strings.Repeat("0", n)
-	}
-	grouped := intPart
-	if g := f.grouping; g != "false" && !(g == "min2" && len(intPart) < 5) && len(intPart) > 3 {
-		var b strings.Builder
-		lead := len(intPart) % 3
-		if lead > 0 {
-			b.WriteString(intPart[:lead])
-		}
-		for i := lead; i < len(intPart); i += 3 {
-			if b.Len() > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(intPart[i : i+3])
-		}
-		grouped = b.String()
-	}
-	if frac == "" {
-		return grouped
-	}
-	return grouped + "." + frac
-}
-
-// resolved is resolvedOptions() of the format, as ICU orders it.
-func (f *numberFormat) resolved(vm *goja.Runtime) *goja.Object {
+// resolvedOptions is resolvedOptions() of a format, as ICU orders it.
+func resolvedOptions(vm *goja.Runtime, f *intl.NumberFormat) *goja.Object {
 	o := vm.NewObject()
 	set := func(k string, v any) { _ = o.Set(k, v) }
 	set("locale", "en-US")
 	set("numberingSystem", "latn")
-	set("style", f.style)
-	if f.style == "currency" {
-		set("currency", f.currency)
-		set("currencyDisplay", f.currencyDisplay)
-		set("currencySign", f.currencySign)
+	set("style", f.Style)
+	if f.Style == "currency" {
+		set("currency", f.Currency)
+		set("currencyDisplay", f.CurrencyDisplay)
+		set("currencySign", f.CurrencySign)
 	}
-	set("minimumIntegerDigits", f.minInt)
-	set("minimumFractionDigits", f.minFD)
-	set("maximumFractionDigits", f.maxFD)
-	if f.maxSD > 0 {
-		set("minimumSignificantDigits", f.minSD)
-		set("maximumSignificantDigits", f.maxSD)
+	set("minimumIntegerDigits", f.MinInt)
+	set("minimumFractionDigits", f.MinFD)
+	set("maximumFractionDigits", f.MaxFD)
+	if f.MaxSD > 0 {
+		set("minimumSignificantDigits", f.MinSD)
+		set("maximumSignificantDigits", f.MaxSD)
 	}
-	switch f.grouping {
+	switch f.Grouping {
 	case "false":
 		set("useGrouping", false)
 	default:
-		set("useGrouping", f.grouping)
+		set("useGrouping", f.Grouping)
 	}
 	set("notation", "standard")
-	set("signDisplay", f.signDisplay)
+	set("signDisplay", f.SignDisplay)
 	set("roundingMode", "halfExpand")
 	set("roundingIncrement", 1)
 	set("trailingZeroDisplay", "auto")
@@ -491,9 +296,9 @@ func (rt *jsRuntime) installIntl() error {
 		// format is a bound function, as in ICU: nf.format can be passed
 		// around (array.map(nf.format)).
 		format := vm.ToValue(func(c goja.FunctionCall) goja.Value {
-			return vm.ToValue(f.format(toNumber(c.Argument(0))))
+			return vm.ToValue(f.Format(toNumber(c.Argument(0))))
 		})
-		resolved := vm.ToValue(func(goja.FunctionCall) goja.Value { return f.resolved(vm) })
+		resolved := vm.ToValue(func(goja.FunctionCall) goja.Value { return resolvedOptions(vm, f) })
 		return vm.ToValue([]goja.Value{format, resolved})
 	}
 	wrap, err := vm.RunString(`(make) => {
@@ -514,7 +319,7 @@ func (rt *jsRuntime) installIntl() error {
 	if err != nil {
 		return err
 	}
-	intl := vm.NewObject()
+	intlObj := vm.NewObject()
 	ctor := ctorV.ToObject(vm)
 	_ = ctor.Set("supportedLocalesOf", func(c goja.FunctionCall) goja.Value {
 		var out []any
@@ -523,10 +328,10 @@ func (rt *jsRuntime) installIntl() error {
 		}
 		return vm.ToValue(out)
 	})
-	if err := intl.Set("NumberFormat", ctor); err != nil {
+	if err := intlObj.Set("NumberFormat", ctor); err != nil {
 		return err
 	}
-	if err := vm.Set("Intl", intl); err != nil {
+	if err := vm.Set("Intl", intlObj); err != nil {
 		return err
 	}
 	// Number.prototype.toLocaleString(locales, options).
@@ -540,7 +345,7 @@ func (rt *jsRuntime) installIntl() error {
 		if err != nil {
 			throw(err)
 		}
-		return vm.ToValue(f.format(this.ToFloat()))
+		return vm.ToValue(f.Format(this.ToFloat()))
 	}), goja.FLAG_TRUE, goja.FLAG_FALSE, goja.FLAG_TRUE)
 }
 
