@@ -95,9 +95,9 @@ type ActorOptions struct {
 	HoldPromises bool
 	// Context bounds the actor's work (its children's too): once it ends,
 	// a macrostep in progress stops between microsteps, and the Host of
-	// the machine's code (which gets it with Acquire) stops the code it
-	// runs, so the step fails with an error wrapping ErrStopped and the
-	// context's cause. The actor then
+	// the machine's code (which gets it with Acquire) stops a call in
+	// progress, so the step fails with an error wrapping ErrStopped and
+	// the context's cause. The actor then
 	// keeps the snapshot from before the event, with status error, as for
 	// ErrLoop. nil never ends.
 	Context context.Context
@@ -125,10 +125,11 @@ type PendingTimer struct {
 type Host interface {
 	// Acquire lends a thread for one step. ctx bounds the step's work
 	// (ActorOptions.Context; context.Background() when the actor has
-	// none): once it ends, the Host stops the code in progress, whose
-	// call then fails with an error wrapping ErrStopped and ctx's cause.
-	// A Host that cannot make a thread returns one whose calls fail, with
-	// the reason.
+	// none): a Host that can stop the code it runs stops a call in
+	// progress once ctx ends, and the call fails with an error wrapping
+	// ErrStopped and ctx's cause (the macrostep stops between microsteps
+	// in any case). A Host that cannot make a thread returns one whose
+	// calls fail, with the reason.
 	Acquire(ctx context.Context) Thread
 }
 

@@ -82,6 +82,7 @@ func (r *Registry) DelayMs(name string, ms float64) *Registry {
 // for Go code, changing nothing in place. A Registry's functions get their
 // arguments so, when a machine's own code runs in such threads.
 type PlainValues interface {
+	interp.Thread
 	Plain(v any) any
 }
 
