@@ -11,10 +11,10 @@ import (
 	"github.com/stategate/stategate/interp"
 )
 
-// Loader loads machine files: JSON configs, with their implementations
-// from the Registry, and, given Modules, JavaScript and TypeScript
-// modules. The zero Loader loads JSON machines from each file's own
-// folder, with no implementations but their own.
+// Loader loads machine files: JSON configs, with the Go implementations
+// of its Registry, and, given Modules, JavaScript and TypeScript modules
+// (machines, and the implementations modules beside JSON machines). The
+// zero Loader loads JSON machines alone, each read in its own folder.
 type Loader struct {
 	// Registry supplies Go implementations for names a machine's own code
 	// does not define (see Registry).
