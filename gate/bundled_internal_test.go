@@ -17,6 +17,7 @@ import (
 	"github.com/stategate/stategate/interp"
 	"github.com/stategate/stategate/store"
 	"github.com/stategate/stategate/xstate"
+	"github.com/stategate/stategate/xstate/js"
 )
 
 // The walk of the bundled machines: every machine the machines folder
@@ -55,7 +56,7 @@ type walkNode struct {
 func TestBundledMachinesNeverStrand(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	g := New(Options{Store: store.NewMemory(), Logger: log})
-	lib := NewLibrary(g, &xstate.Loader{}, "../machines", "")
+	lib := NewLibrary(g, &xstate.Loader{Modules: &js.Host{}}, "../machines", "")
 	if err := lib.Reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestWalkFindsStrandedStates(t *testing.T) {
 	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m, _, err := LoadWorkflow(&xstate.Loader{}, f, "")
+	m, _, err := LoadWorkflow(&xstate.Loader{Modules: &js.Host{}}, f, "")
 	if err != nil {
 		t.Fatal(err)
 	}

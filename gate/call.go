@@ -13,6 +13,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/stategate/stategate/internal/jsonenc"
 	"github.com/stategate/stategate/interp"
 	"github.com/stategate/stategate/store"
 )
@@ -24,7 +25,7 @@ func (g *Gate) handle(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTo
 	res, err := g.handleTool(ctx, req)
 	if res != nil && res.StructuredContent != nil {
 		// Encoded here, faster than mcp-go would.
-		if raw, err := interp.AppendJSON(nil, res.StructuredContent); err == nil {
+		if raw, err := jsonenc.Append(nil, res.StructuredContent); err == nil {
 			res.RawStructuredContent, res.StructuredContent = raw, nil
 		}
 	}

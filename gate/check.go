@@ -6,7 +6,7 @@ import (
 	"github.com/stategate/stategate/xstate"
 )
 
-// Check checks machine files as xstate.Check does, and then as a server
+// Check checks machine files as l.Check does, and then as a server
 // would serve them: each good machine's tools are built (two events
 // making one tool name, or a bad meta.tool.inputSchema, fail the file),
 // and among the files found in folders, a machine whose id or tool names

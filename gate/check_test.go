@@ -9,6 +9,7 @@ import (
 
 	"github.com/stategate/stategate/gate"
 	"github.com/stategate/stategate/xstate"
+	"github.com/stategate/stategate/xstate/js"
 )
 
 // TestCheck checks folders as a server would serve them: each case is a
@@ -88,7 +89,7 @@ func TestCheck(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			rep, err := gate.Check(&xstate.Loader{}, []string{dir}, tt.handleKey)
+			rep, err := gate.Check(&xstate.Loader{Modules: &js.Host{}}, []string{dir}, tt.handleKey)
 			if err != nil {
 				t.Fatal(err)
 			}

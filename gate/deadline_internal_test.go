@@ -16,6 +16,7 @@ import (
 
 	"github.com/stategate/stategate/interp"
 	"github.com/stategate/stategate/xstate"
+	"github.com/stategate/stategate/xstate/js"
 )
 
 // spinner spins on an eventless transition after SPIN, while its guard
@@ -51,7 +52,7 @@ func deadlineGate(t *testing.T, timeout time.Duration, slow func()) *Gate {
 			return map[string]any{"n": a.Context.(map[string]any)["n"].(float64) + 1}, nil
 		})
 	g := New(Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SharedInstance: DefaultInstance, EventTimeout: timeout})
-	lib := NewLibrary(g, &xstate.Loader{Registry: reg}, dir, "")
+	lib := NewLibrary(g, &xstate.Loader{Registry: reg, Modules: &js.Host{}}, dir, "")
 	if err := lib.Reload(); err != nil {
 		t.Fatal(err)
 	}

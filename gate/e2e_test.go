@@ -22,6 +22,7 @@ import (
 	"github.com/stategate/stategate/gate"
 	"github.com/stategate/stategate/store"
 	"github.com/stategate/stategate/xstate"
+	"github.com/stategate/stategate/xstate/js"
 )
 
 // testMachines are served besides the bundled examples.
@@ -90,7 +91,7 @@ func serveOn(t testing.TB, st store.Store, extra map[string]string, opts gate.HT
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	g = gate.New(gate.Options{Store: st, Logger: log})
-	lib := gate.NewLibrary(g, &xstate.Loader{}, dir, "")
+	lib := gate.NewLibrary(g, &xstate.Loader{Modules: &js.Host{}}, dir, "")
 	if err := lib.Reload(); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/stategate/stategate/gate"
 	"github.com/stategate/stategate/store"
 	"github.com/stategate/stategate/xstate"
+	"github.com/stategate/stategate/xstate/js"
 )
 
 // logBuffer is a log that tests read.
@@ -97,7 +98,7 @@ func TestReloadSkipsIrregularFiles(t *testing.T) {
 	if err := os.Symlink("/dev/zero", filepath.Join(dir, "zero.json")); err != nil {
 		t.Fatal(err)
 	}
-	lib, c, logs := library(t, dir, &xstate.Loader{})
+	lib, c, logs := library(t, dir, &xstate.Loader{Modules: &js.Host{}})
 	if _, ok := c.tools()["lamp_on"]; !ok {
 		t.Fatal("lamp not served")
 	}
@@ -125,7 +126,7 @@ func TestReloadSkipsIrregularFiles(t *testing.T) {
 func TestHostileFilesKeepTheServer(t *testing.T) {
 	dir := t.TempDir()
 	atomicSave(t, filepath.Join(dir, "lamp.json"), lampV1)
-	lib, c, _ := library(t, dir, &xstate.Loader{Memory: 32 << 20})
+	lib, c, _ := library(t, dir, &xstate.Loader{Modules: &js.Host{Memory: 32 << 20}})
 	atomicSave(t, filepath.Join(dir, "hog.mjs"), "let s = 'x';\nfor (;;) s = s + s;\n")
 	atomicSave(t, filepath.Join(dir, "deep.mjs"), "export default "+strings.Repeat("!", 2_000_000)+"1;\n")
 	reload(t, lib)
@@ -155,7 +156,7 @@ func TestReloadMessages(t *testing.T) {
 	}
 	old := time.Now().Add(-time.Hour)
 	_ = os.Chtimes(filepath.Join(dir, "invoice.json"), old, old)
-	lib, c, logs := library(t, dir, &xstate.Loader{})
+	lib, c, logs := library(t, dir, &xstate.Loader{Modules: &js.Host{}})
 	if logs.count("machine added") != 0 {
 		t.Errorf("machines logged as added at start:\n%s", logs)
 	}
@@ -205,7 +206,7 @@ export default createMachine({ id: 'door', initial: 'shut', states: { shut: { on
 	door := filepath.Join(dir, "door.mjs")
 	atomicSave(t, door, good)
 	atomicSave(t, filepath.Join(dir, "creds.json"), "{\"password\": \"hunter2\" hunter3}\n")
-	lib, c, logs := library(t, dir, &xstate.Loader{})
+	lib, c, logs := library(t, dir, &xstate.Loader{Modules: &js.Host{}})
 	for _, broken := range []string{
 		"import { createMachine } from 'xstate';\nconst secret = 'hunter2' hunter3;\n",
 		"import { createMachine } from 'xstate';\nimport creds from './creds.json';\nexport default createMachine({ id: 'door', context: { creds } });\n",

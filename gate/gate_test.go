@@ -16,6 +16,7 @@ import (
 	"github.com/stategate/stategate/interp"
 	"github.com/stategate/stategate/store"
 	"github.com/stategate/stategate/xstate"
+	"github.com/stategate/stategate/xstate/js"
 )
 
 func writeMachine(t *testing.T, name, src string) string {
@@ -29,7 +30,7 @@ func writeMachine(t *testing.T, name, src string) string {
 
 func TestBuiltinsYieldToEvents(t *testing.T) {
 	f := writeMachine(t, "game.json", `{"id":"game","initial":"on","states":{"on":{"on":{"RESET":"on","STATUS":"on","Jump!":"on"}}}}`)
-	m, _, err := gate.LoadWorkflow(&xstate.Loader{}, f, "")
+	m, _, err := gate.LoadWorkflow(&xstate.Loader{Modules: &js.Host{}}, f, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func TestBuiltinsYieldToEvents(t *testing.T) {
 
 func TestToolNameClash(t *testing.T) {
 	f := writeMachine(t, "m.json", `{"id":"m","initial":"a","states":{"a":{"on":{"A_B":"a","A-B":{"target":"a","meta":{"tool":{"name":"m_a_b"}}}}}}}`)
-	_, _, err := gate.LoadWorkflow(&xstate.Loader{}, f, "")
+	_, _, err := gate.LoadWorkflow(&xstate.Loader{Modules: &js.Host{}}, f, "")
 	if err == nil || !strings.Contains(err.Error(), `"A-B"`) || !strings.Contains(err.Error(), `"A_B"`) {
 		t.Fatalf("err = %v, want a clash naming both events", err)
 	}
@@ -55,7 +56,7 @@ func TestToolNameClash(t *testing.T) {
 
 func TestMissingGuardIsRefused(t *testing.T) {
 	f := writeMachine(t, "m.json", `{"id":"m","initial":"a","states":{"a":{"on":{"GO":{"guard":"ready","target":"a"}}}}}`)
-	_, _, err := gate.LoadWorkflow(&xstate.Loader{}, f, "")
+	_, _, err := gate.LoadWorkflow(&xstate.Loader{Modules: &js.Host{}}, f, "")
 	if err == nil || !strings.Contains(err.Error(), `guard "ready" has no implementation`) {
 		t.Fatalf("err = %v", err)
 	}
@@ -85,7 +86,7 @@ export default createMachine({ id: 'fragile', initial: 'a', context: { n: 0 }, s
 func TestMetaTool(t *testing.T) {
 	load := func(tool string) (*gate.Workflow, error) {
 		f := writeMachine(t, "m.json", `{"id":"m","initial":"a","states":{"a":{"on":{"GO":{"target":"a","meta":{"tool":`+tool+`}}}}}}`)
-		m, _, err := gate.LoadWorkflow(&xstate.Loader{}, f, "")
+		m, _, err := gate.LoadWorkflow(&xstate.Loader{Modules: &js.Host{}}, f, "")
 		return m, err
 	}
 	m, err := load(`{"name":"m.go-now","title":"Go now","annotations":{"destructiveHint":true,"idempotentHint":false}}`)
@@ -130,7 +131,7 @@ func TestPanicKeepsTheServer(t *testing.T) {
 			return map[string]any{"n": a.Context.(map[string]any)["n"].(float64) + 1}, nil
 		})
 	g := gate.New(gate.Options{Store: store.NewMemory(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	lib := gate.NewLibrary(g, &xstate.Loader{Registry: reg}, dir, "")
+	lib := gate.NewLibrary(g, &xstate.Loader{Registry: reg, Modules: &js.Host{}}, dir, "")
 	if err := lib.Reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func TestHandleKeyClashIsALoadError(t *testing.T) {
 		}
 	}
 	g := gate.New(gate.Options{Store: store.NewMemory(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	lib := gate.NewLibrary(g, &xstate.Loader{}, dir, "amount")
+	lib := gate.NewLibrary(g, &xstate.Loader{Modules: &js.Host{}}, dir, "amount")
 	if err := lib.Reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +241,7 @@ func TestMigrationLogNamesTheStates(t *testing.T) {
 	write(`{"id":"lamp","initial":"off","states":{"off":{"on":{"ON":"on"}},"on":{"on":{"OFF":"off"}}}}`)
 	logs := &logBuffer{}
 	g := gate.New(gate.Options{Store: store.NewMemory(), Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	lib := gate.NewLibrary(g, &xstate.Loader{}, dir, "")
+	lib := gate.NewLibrary(g, &xstate.Loader{Modules: &js.Host{}}, dir, "")
 	if err := lib.Reload(); err != nil {
 		t.Fatal(err)
 	}

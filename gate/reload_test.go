@@ -16,6 +16,7 @@ import (
 	"github.com/stategate/stategate/gate"
 	"github.com/stategate/stategate/store"
 	"github.com/stategate/stategate/xstate"
+	"github.com/stategate/stategate/xstate/js"
 )
 
 const lampV1 = `{"id":"lamp","initial":"off","states":{"off":{"on":{"ON":"on"}},"on":{"on":{"OFF":"off"}}}}`
@@ -25,7 +26,7 @@ func serveDir(t *testing.T, dir string) (url string) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	g := gate.New(gate.Options{Store: store.NewMemory(), Logger: log})
-	lib := gate.NewLibrary(g, &xstate.Loader{}, dir, "")
+	lib := gate.NewLibrary(g, &xstate.Loader{Modules: &js.Host{}}, dir, "")
 	if err := lib.Reload(); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stategate/stategate/gate"
 	"github.com/stategate/stategate/store"
 	"github.com/stategate/stategate/xstate"
+	"github.com/stategate/stategate/xstate/js"
 )
 
 // TestResetStartsAfresh resets a stored instance as `state reset` does (a
@@ -27,7 +28,7 @@ func TestResetStartsAfresh(t *testing.T) {
 			}
 			serve := func() *mcpClient {
 				g := gate.New(gate.Options{Store: st, Logger: quietLog(), SharedInstance: "d1"})
-				if err := gate.NewLibrary(g, &xstate.Loader{}, dir, "").Reload(); err != nil {
+				if err := gate.NewLibrary(g, &xstate.Loader{Modules: &js.Host{}}, dir, "").Reload(); err != nil {
 					t.Fatal(err)
 				}
 				srv := httptest.NewServer(g.HTTPHandler(gate.HTTPOptions{}))

@@ -14,6 +14,7 @@ import (
 	"github.com/stategate/stategate/gate"
 	"github.com/stategate/stategate/store"
 	"github.com/stategate/stategate/xstate"
+	"github.com/stategate/stategate/xstate/js"
 )
 
 const kettle = `{"id":"kettle","initial":"cold","states":{
@@ -31,7 +32,7 @@ func serveStore(t *testing.T, dir string, st store.Store) (url string) {
 func serveLogged(t *testing.T, dir string, st store.Store, log *slog.Logger) (url string) {
 	t.Helper()
 	g := gate.New(gate.Options{Store: st, Logger: log})
-	lib := gate.NewLibrary(g, &xstate.Loader{}, dir, "")
+	lib := gate.NewLibrary(g, &xstate.Loader{Modules: &js.Host{}}, dir, "")
 	if err := lib.Reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +77,7 @@ func TestOverdueTimerFiresAfterRestart(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	// A server with no timers running takes the call and goes down.
 	g := gate.New(gate.Options{Store: st, Logger: log, SharedInstance: "k1"})
-	lib := gate.NewLibrary(g, &xstate.Loader{}, dir, "")
+	lib := gate.NewLibrary(g, &xstate.Loader{Modules: &js.Host{}}, dir, "")
 	if err := lib.Reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestHTTPRestartKeepsState(t *testing.T) {
 	st := open()
 	log := quietLog()
 	g := gate.New(gate.Options{Store: st, Logger: log})
-	if err := gate.NewLibrary(g, &xstate.Loader{}, dir, "").Reload(); err != nil {
+	if err := gate.NewLibrary(g, &xstate.Loader{Modules: &js.Host{}}, dir, "").Reload(); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(g.HTTPHandler(gate.HTTPOptions{}))

@@ -38,10 +38,9 @@ type Actor struct {
 	scratchBuf [16]uint64
 	queueBuf   [2]Event
 	st         stepper // the stepper of the step in progress
-	// held is the runtime the actor's Host lent it for the step in
-	// progress, and release gives it back; nil when it holds none.
-	held    any
-	release func()
+	// held is the thread the actor's Host lent it for the step in
+	// progress; nil when it holds none.
+	held Thread
 
 	// noOutput is set when a promise resolved undefined (output is nil).
 	noOutput bool
@@ -95,9 +94,10 @@ type ActorOptions struct {
 	// promise's outcome; a run that should behave as XState leaves it off.
 	HoldPromises bool
 	// Context bounds the actor's work (its children's too): once it ends,
-	// a macrostep in progress stops between microsteps, and a Host that is
-	// a ContextHost stops the code it runs, so the step fails with an
-	// error wrapping ErrStopped and the context's cause. The actor then
+	// a macrostep in progress stops between microsteps, and the Host of
+	// the machine's code (which gets it with Acquire) stops a call in
+	// progress, so the step fails with an error wrapping ErrStopped and
+	// the context's cause. The actor then
 	// keeps the snapshot from before the event, with status error, as for
 	// ErrLoop. nil never ends.
 	Context context.Context
@@ -118,41 +118,45 @@ type PendingTimer struct {
 	To string `json:"to,omitempty"`
 }
 
-// Host lends the user code of a machine what it runs in (a JavaScript
-// runtime) for the length of a step. Machines with no such code have none.
+// Host lends the code of a machine's implementations what it runs in (a
+// JavaScript runtime, for code written in JavaScript) for the length of a
+// step: a Thread. Implementations written in Go have none
+// (Implementations.Host is nil).
 type Host interface {
-	Acquire() (rt any, release func())
+	// Acquire lends a thread for one step. ctx bounds the step's work
+	// (ActorOptions.Context; context.Background() when the actor has
+	// none): a Host that can stop the code it runs stops a call in
+	// progress once ctx ends, and the call fails with an error wrapping
+	// ErrStopped and ctx's cause (the macrostep stops between microsteps
+	// in any case). A Host that cannot make a thread returns one whose
+	// calls fail, with the reason.
+	Acquire(ctx context.Context) Thread
 }
 
-// ContextHost is a Host that can stop the code it runs: an actor with a
-// Context (ActorOptions.Context) acquires its runtimes with it, and the
-// Host interrupts a call in progress once ctx ends (the call then fails
-// with an error wrapping the context's cause).
-type ContextHost interface {
-	Host
-	AcquireContext(ctx context.Context) (rt any, release func())
+// Thread is what one step's code runs in, lent by a Host. The guards,
+// actions and expressions of the step get it in Args.Thread, and assert
+// their Host's own type from it.
+type Thread interface {
+	// Seal converts the values that belong to the thread (left by the
+	// step's code in v: a context, params, a child's input, so that they
+	// need not be converted between the microsteps of one step) to plain
+	// Go values. It is called before Release, at the end of every step,
+	// for the context and params of a custom action and the input of a
+	// child started past the step, and for a child machine's input. An
+	// error says that the step's code made a value that cannot be one
+	// (too large, nested too deep, cyclic): the step fails with it.
+	Seal(v any) (any, error)
+	// Release gives the thread back to its Host: the step is over.
+	Release()
 }
 
-// Sealer is a Host whose code may leave values in a context (or params, or
-// a child's input) that belong to the runtime (so that they need not be
-// converted between steps of one macrostep). Seal converts them to plain
-// Go values; it is called with the runtime before it is released, at the
-// end of every step, for the context and params of a custom action and the
-// input of a child started past the step, and for a child machine's input.
-// An error says that the step's code made a value that cannot be one (too
-// large, nested too deep, cyclic): the step fails with it.
-type Sealer interface {
-	Seal(rt any, v any) (any, error)
-}
-
-// seal converts what the step's runtime left in a snapshot's context; on
+// seal converts what the step's thread left in a snapshot's context; on
 // an error it returns s as it is.
-func seal(m *Machine, rt any, s *Snapshot) (*Snapshot, error) {
-	sealer, ok := m.Impl.Host.(Sealer)
-	if !ok || s == nil || s.Context == nil {
+func seal(t Thread, s *Snapshot) (*Snapshot, error) {
+	if t == nil || s == nil || s.Context == nil {
 		return s, nil
 	}
-	ctx, err := sealer.Seal(rt, s.Context)
+	ctx, err := t.Seal(s.Context)
 	if err != nil {
 		return s, err
 	}
@@ -192,16 +196,16 @@ func (a *Actor) init() {
 		}
 		return
 	}
-	rt, own := a.acquire()
-	snap, effects, err := a.m.initial(a, a.opts.Input, rt)
-	// The effects run when the actor starts, maybe in another runtime.
+	t, own := a.acquire()
+	snap, effects, err := a.m.initial(a, a.opts.Input, t)
+	// The effects run when the actor starts, maybe in another thread.
 	if a.opts.OnEmit != nil {
 		materialize(effects)
 	} else {
 		dropLazy(effects)
 	}
-	serr := sealStarts(a.m, rt, effects)
-	sealed, err2 := seal(a.m, rt, snap)
+	serr := sealStarts(t, effects)
+	sealed, err2 := seal(t, snap)
 	if serr == nil {
 		serr = err2
 	}
@@ -211,7 +215,7 @@ func (a *Actor) init() {
 		sealed = a.m.failedStart(&Snapshot{Machine: a.m, Context: map[string]any{}}, err)
 	}
 	snap = sealed
-	a.releaseRuntime(own)
+	a.releaseThread(own)
 	if err != nil {
 		effects = nil // XState runs none of a failed start's actions
 	}
@@ -246,42 +250,42 @@ func newChild(parent *Actor, id string, logic ActorLogic, input any, sync bool) 
 	return c
 }
 
-// acquire returns the runtime for a step of the actor, and whether the
-// actor holds it itself (releaseRuntime gives it back). An actor of a tree
+// acquire returns the thread for a step of the actor, and whether the
+// actor holds it itself (releaseThread gives it back). An actor of a tree
 // runs on the goroutine of its root, so when the actor or an ancestor
-// already holds a runtime of the same Host (a parent whose step sends to
+// already holds a thread of the same Host (a parent whose step sends to
 // its children), the step shares it: values cross between them without
 // conversion.
-func (a *Actor) acquire() (any, bool) {
+func (a *Actor) acquire() (Thread, bool) {
 	if a.m == nil || a.m.Impl.Host == nil {
 		return nil, false
 	}
 	h := a.m.Impl.Host
-	if rt := a.HeldRuntime(h); rt != nil {
-		return rt, false
+	if t := a.HeldThread(h); t != nil {
+		return t, false
 	}
-	if ch, ok := h.(ContextHost); ok && a.opts.Context != nil {
-		a.held, a.release = ch.AcquireContext(a.opts.Context)
-	} else {
-		a.held, a.release = h.Acquire()
+	ctx := a.opts.Context
+	if ctx == nil {
+		ctx = context.Background()
 	}
+	a.held = h.Acquire(ctx)
 	return a.held, true
 }
 
-// releaseRuntime gives back the runtime acquire lent the actor itself.
-func (a *Actor) releaseRuntime(own bool) {
+// releaseThread gives back the thread acquire lent the actor itself.
+func (a *Actor) releaseThread(own bool) {
 	if !own {
 		return
 	}
-	release := a.release
-	a.held, a.release = nil, nil
-	release()
+	t := a.held
+	a.held = nil
+	t.Release()
 }
 
-// HeldRuntime returns the runtime of Host h that the actor or one of its
+// HeldThread returns the thread of Host h that the actor or one of its
 // ancestors holds for a step in progress, or nil. The code of a child's
-// logic uses it rather than a runtime of its own.
-func (a *Actor) HeldRuntime(h Host) any {
+// logic runs in it rather than in a thread of its own.
+func (a *Actor) HeldThread(h Host) Thread {
 	for p := a; p != nil; p = p.parent {
 		if p.held != nil && p.m != nil && p.m.Impl.Host == h {
 			return p.held
@@ -328,7 +332,7 @@ func (a *Actor) Start() {
 	}
 	effects := a.pending
 	a.pending = nil
-	rt, own := a.acquire()
+	t, own := a.acquire()
 	// Events sent to the actor while it starts (a child's sendBack) wait
 	// until it has started, as in XState's mailbox.
 	a.busy = true
@@ -343,13 +347,13 @@ func (a *Actor) Start() {
 		}
 	}
 	before := a.snap
-	a.update(a.snap, startOrder(effects), rt)
-	if s, err := seal(a.m, rt, a.snap); err != nil {
+	a.update(a.snap, startOrder(effects))
+	if s, err := seal(t, a.snap); err != nil {
 		a.sealFailed(before, err)
 	} else {
 		a.snap = s
 	}
-	a.releaseRuntime(own)
+	a.releaseThread(own)
 	a.busy = false
 	if a.sync && a.snap.Status == StatusActive {
 		a.sendSnapshot()
@@ -412,24 +416,24 @@ func (a *Actor) drain() {
 }
 
 func (a *Actor) process(ev Event) {
-	rt, own := a.acquire()
-	next, effects, err := a.m.transition(a, a.snap, ev, rt)
+	t, own := a.acquire()
+	next, effects, err := a.m.transition(a, a.snap, ev, t)
 	if err != nil {
-		a.releaseRuntime(own)
+		a.releaseThread(own)
 		a.snap = a.snap.withStatus(StatusError, nil, err)
 		a.finish()
 		return
 	}
 	before := a.snap
-	a.update(next, effects, rt)
-	if rt != nil {
-		if s, err := seal(a.m, rt, a.snap); err != nil {
+	a.update(next, effects)
+	if t != nil {
+		if s, err := seal(t, a.snap); err != nil {
 			a.sealFailed(before, err)
 		} else {
 			a.snap = s
 		}
 	}
-	a.releaseRuntime(own)
+	a.releaseThread(own)
 	if a.sync && a.snap.Status == StatusActive {
 		a.sendSnapshot()
 	}
@@ -449,7 +453,7 @@ func (a *Actor) sealFailed(before *Snapshot, err error) {
 
 // update installs a snapshot and carries out its effects, as XState's
 // Actor.update: an effect that fails puts the snapshot in status error.
-func (a *Actor) update(s *Snapshot, effects []Effect, rt any) {
+func (a *Actor) update(s *Snapshot, effects []Effect) {
 	a.snap = s
 	for _, e := range effects {
 		if err := a.effect(e); err != nil {

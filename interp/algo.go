@@ -85,17 +85,16 @@ func dropLazy(effects []Effect) {
 	}
 }
 
-// sealStarts converts what the step's runtime left in the input of the
-// children that effects start, for effects carried out once the runtime
+// sealStarts converts what the step's thread left in the input of the
+// children that effects start, for effects carried out once the thread
 // is released.
-func sealStarts(m *Machine, rt any, effects []Effect) error {
-	sealer, ok := m.Impl.Host.(Sealer)
-	if !ok {
+func sealStarts(t Thread, effects []Effect) error {
+	if t == nil {
 		return nil
 	}
 	for _, e := range effects {
 		if e.Kind == EffectStart && e.To != nil && e.To.input != nil {
-			in, err := sealer.Seal(rt, e.To.input)
+			in, err := t.Seal(e.To.input)
 			if err != nil {
 				return err
 			}
@@ -106,7 +105,7 @@ func sealStarts(m *Machine, rt any, effects []Effect) error {
 }
 
 // materialize makes the data of the lazy emitted events of effects that
-// outlive the step's runtime.
+// outlive the step's thread.
 func materialize(effects []Effect) {
 	for i := range effects {
 		if e := &effects[i]; e.data != nil {
@@ -126,7 +125,7 @@ type stepper struct {
 	effects []Effect
 	depth   int
 	arena   []uint64 // backing for tmpSet
-	rt      any      // the runtime the Host lent for this step
+	thread  Thread   // the thread the Host lent for this step, nil when none
 	// spawned collects the children an assign's function spawns.
 	spawned []*Actor
 	// impure notes that user code ran (a function guard, action or
@@ -164,29 +163,28 @@ func (st *stepper) stopped(done <-chan struct{}, ev Event) error {
 // getInitialSnapshot: custom actions are not run but returned as effects,
 // to run once the actor starts.
 func (m *Machine) Initial(input any) (*Snapshot, []Effect, error) {
-	var rt any
+	var t Thread
 	if m.Impl.Host != nil {
-		var release func()
-		rt, release = m.Impl.Host.Acquire()
-		defer release()
+		t = m.Impl.Host.Acquire(context.Background())
+		defer t.Release()
 	}
-	s, effects, err := m.initial(nil, input, rt)
+	s, effects, err := m.initial(nil, input, t)
 	materialize(effects)
-	if serr := sealStarts(m, rt, effects); serr != nil && err == nil {
+	if serr := sealStarts(t, effects); serr != nil && err == nil {
 		return m.failedStart(&Snapshot{Machine: m, Context: map[string]any{}}, serr), nil, serr
 	}
-	sealed, serr := seal(m, rt, s)
+	sealed, serr := seal(t, s)
 	if serr != nil && err == nil {
 		return m.failedStart(&Snapshot{Machine: m, Context: map[string]any{}}, serr), nil, serr
 	}
 	return sealed, effects, err
 }
 
-func (m *Machine) initial(actor *Actor, input any, rt any) (*Snapshot, []Effect, error) {
+func (m *Machine) initial(actor *Actor, input any, t Thread) (*Snapshot, []Effect, error) {
 	if c := m.initCache.Load(); c != nil {
 		return c.snap, c.effects, nil
 	}
-	st := &stepper{m: m, actor: actor, rt: rt}
+	st := &stepper{m: m, actor: actor, thread: t}
 	ev := Event{Type: EventInit}
 	if input != nil {
 		ev.Data = map[string]any{"input": input}
@@ -200,7 +198,7 @@ func (m *Machine) initial(actor *Actor, input any, rt any) (*Snapshot, []Effect,
 			// The function gets spawn, as an assign's does: the actors it
 			// spawns are the initial snapshot's children.
 			st.spawned = st.spawned[:0]
-			v, err := m.context.Fn(Args{Context: s.Context, Event: ev, Input: input, Self: actor, Runtime: rt, Spawner: st}, nil)
+			v, err := m.context.Fn(Args{Context: s.Context, Event: ev, Input: input, Self: actor, Thread: t, Spawner: st}, nil)
 			if err != nil {
 				return m.failedStart(s, err), nil, err
 			}
@@ -260,30 +258,29 @@ type initResult struct {
 func (m *Machine) Transition(s *Snapshot, ev Event) (*Snapshot, []Effect, error) {
 	st := &stepper{m: m, running: true}
 	if m.Impl.Host != nil {
-		var release func()
-		st.rt, release = m.Impl.Host.Acquire()
-		defer release()
+		st.thread = m.Impl.Host.Acquire(context.Background())
+		defer st.thread.Release()
 	}
 	next, err := st.macrostep(s, ev)
 	materialize(st.effects)
 	if err != nil {
 		return nil, st.effects, err
 	}
-	if err := sealStarts(m, st.rt, st.effects); err != nil {
+	if err := sealStarts(st.thread, st.effects); err != nil {
 		return nil, st.effects, err
 	}
-	sealed, err := seal(m, st.rt, next)
+	sealed, err := seal(st.thread, next)
 	if err != nil {
 		return nil, st.effects, err
 	}
 	return sealed, st.effects, nil
 }
 
-func (m *Machine) transition(actor *Actor, s *Snapshot, ev Event, rt any) (*Snapshot, []Effect, error) {
+func (m *Machine) transition(actor *Actor, s *Snapshot, ev Event, t Thread) (*Snapshot, []Effect, error) {
 	// The actor's own stepper: a closure (enqueueActions' check) makes a
 	// stepper escape, and an actor runs one step at a time.
 	st := &actor.st
-	*st = stepper{m: m, actor: actor, running: true, rt: rt, arena: actor.scratch, effects: actor.effects[:0], queue: actor.queue[:0]}
+	*st = stepper{m: m, actor: actor, running: true, thread: t, arena: actor.scratch, effects: actor.effects[:0], queue: actor.queue[:0]}
 	next, err := st.macrostep(s, ev)
 	actor.effects = st.effects
 	actor.queue = st.queue[:0:cap(st.queue)]
@@ -1027,7 +1024,7 @@ func (st *stepper) enter(s *Snapshot, ev Event, n *StateNode, set nodeSet, compl
 	if parent != nil && parent.Type == Compound {
 		done := Event{Type: parent.doneType, Data: n.doneData}
 		if n.Output != nil && n.doneData == nil {
-			out, err := st.eval(n.Output, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s, Runtime: st.rt}, nil)
+			out, err := st.eval(n.Output, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s, Thread: st.thread}, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -1052,12 +1049,12 @@ func (st *stepper) enter(s *Snapshot, ev Event, n *StateNode, set nodeSet, compl
 		var cout any
 		hasOut := completion.Output != nil && completion.Parent != nil
 		if hasOut {
-			if cout, err = st.eval(completion.Output, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s, Runtime: st.rt}, nil); err != nil {
+			if cout, err = st.eval(completion.Output, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s, Thread: st.thread}, nil); err != nil {
 				return nil, err
 			}
 		}
 		done := doneStateEvent(completion, cout, hasOut)
-		if out, err = st.eval(m.Root.Output, Args{Context: s.Context, Event: done, Self: st.actor, Snapshot: s, Runtime: st.rt}, nil); err != nil {
+		if out, err = st.eval(m.Root.Output, Args{Context: s.Context, Event: done, Self: st.actor, Snapshot: s, Thread: st.thread}, nil); err != nil {
 			return nil, err
 		}
 	}

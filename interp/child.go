@@ -1,7 +1,6 @@
 package interp
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 )
@@ -129,25 +128,17 @@ func (st *stepper) stopChildren(s *Snapshot) *Snapshot {
 // Spawn is the Spawner of an assign's function: it makes a child, as
 // spawnChild does, and collects it for the assign in progress
 // (st.spawned), which adds it to its snapshot and starts it.
-func (st *stepper) Spawn(src any, o SpawnOptions) (*Actor, error) {
-	var logic ActorLogic
-	switch x := src.(type) {
-	case string:
-		logic = st.m.Impl.Actors[x]
-		if logic == nil {
-			return nil, fmt.Errorf("Actor logic '%s' not implemented in machine '%s'", x, st.m.ID)
-		}
-	case ActorLogic:
-		logic = x
-	default:
-		return nil, errors.New("spawn() needs an actor name or logic")
+func (st *stepper) Spawn(src string, logic ActorLogic, o SpawnOptions) (*Actor, error) {
+	if logic != nil {
+		src = "" // inline logic has no name: it is not persisted
+	} else if logic = st.m.Impl.Actors[src]; logic == nil {
+		return nil, fmt.Errorf("Actor logic '%s' not implemented in machine '%s'", src, st.m.ID)
 	}
 	id := o.ID
 	if id == "" {
 		id = st.newID()
 	}
-	name, _ := src.(string) // inline logic has none: it is not persisted
-	c, err := st.makeChild(logic, name, id, o.Input, o.SyncSnapshot, o.SystemID)
+	c, err := st.makeChild(logic, src, id, o.Input, o.SyncSnapshot, o.SystemID)
 	if err == nil {
 		st.spawned = append(st.spawned, c)
 	}
@@ -176,9 +167,9 @@ func (st *stepper) makeChild(logic ActorLogic, src, id string, input any, sync b
 	if _, isMachine := logic.(*MachineLogic); isMachine {
 		// A child machine's input goes into Go values (its init event),
 		// which Go code may read.
-		if sealer, ok := st.m.Impl.Host.(Sealer); ok {
+		if st.thread != nil {
 			var err error
-			if input, err = sealer.Seal(st.rt, input); err != nil {
+			if input, err = st.thread.Seal(input); err != nil {
 				return nil, err
 			}
 		}
@@ -215,7 +206,7 @@ func (st *stepper) resolveChildAction(s *Snapshot, ev Event, a Action, params an
 		}
 		var child *Actor
 		if logic != nil {
-			input, err := st.eval(a.Input, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s, Runtime: st.rt}, nil)
+			input, err := st.eval(a.Input, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s, Thread: st.thread}, nil)
 			if err != nil {
 				return nil, err
 			}

@@ -81,18 +81,20 @@ type Args struct {
 	Self *Actor
 	// Snapshot is the snapshot being evaluated; nil outside transitions.
 	Snapshot *Snapshot
-	// Runtime is what the machine's Host lent the step (a JavaScript
+	// Thread is what the machine's Host lent the step (a JavaScript
 	// runtime), nil for a machine with no Host.
-	Runtime any
+	Thread Thread
 	// Spawner, given to an assign's function and to a context function,
 	// starts children at run time (XState's spawn).
 	Spawner Spawner
 }
 
-// Spawner starts a child as spawnChild does and returns it: src is the
-// name of one of the machine's actors, or an ActorLogic.
+// Spawner starts a child as spawnChild does and returns it: a child of
+// logic, or when logic is nil, of the machine's actor named src
+// (Implementations.Actors). A child of inline logic (src "") is not
+// persisted by name.
 type Spawner interface {
-	Spawn(src any, opts SpawnOptions) (*Actor, error)
+	Spawn(src string, logic ActorLogic, opts SpawnOptions) (*Actor, error)
 }
 
 // SpawnOptions are the options of a Spawner's Spawn.
@@ -171,8 +173,9 @@ type Implementations struct {
 	Actions map[string]Action
 	Actors  map[string]ActorLogic
 	Delays  map[string]Delay
-	// Host lends the implementations' code its runtime (a JavaScript
-	// runtime for implementations written in JS); nil for Go code.
+	// Host lends the implementations' code a thread to run in (a
+	// JavaScript runtime for implementations written in JS); nil for Go
+	// code.
 	Host Host
 }
 

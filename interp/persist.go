@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/stategate/stategate/internal/jsonenc"
 )
 
 // ErrRestore is wrapped by every error of Machine.Restore.
@@ -92,14 +94,14 @@ func (v Value) MarshalJSON() ([]byte, error) {
 
 func (v Value) appendJSON(dst []byte) []byte {
 	if !v.obj {
-		return appendJSONString(dst, v.Leaf)
+		return jsonenc.AppendString(dst, v.Leaf)
 	}
 	dst = append(dst, '{')
 	for i, p := range v.Keys {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendJSONString(dst, p.Key)
+		dst = jsonenc.AppendString(dst, p.Key)
 		dst = append(dst, ':')
 		dst = p.Value.appendJSON(dst)
 	}
@@ -206,11 +208,11 @@ func (s *Snapshot) MarshalJSON() ([]byte, error) { return s.Persist().MarshalJSO
 func (p *Persisted) MarshalJSON() ([]byte, error) {
 	b := make([]byte, 0, 256)
 	b = append(b, `{"status":`...)
-	b = appendJSONString(b, p.Status)
+	b = jsonenc.AppendString(b, p.Status)
 	b = append(b, `,"value":`...)
 	b = p.Value.appendJSON(b)
 	b = append(b, `,"context":`...)
-	b, err := AppendJSON(b, p.Context)
+	b, err := jsonenc.Append(b, p.Context)
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +226,7 @@ func (p *Persisted) MarshalJSON() ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, id)
+			b = jsonenc.AppendString(b, id)
 			b = append(b, ':')
 			if refs := p.HistoryValue[id]; refs == nil {
 				b = append(b, "null"...)
@@ -235,7 +237,7 @@ func (p *Persisted) MarshalJSON() ([]byte, error) {
 						b = append(b, ',')
 					}
 					b = append(b, `{"id":`...)
-					b = appendJSONString(b, r.ID)
+					b = jsonenc.AppendString(b, r.ID)
 					b = append(b, '}')
 				}
 				b = append(b, ']')
@@ -256,7 +258,7 @@ func (p *Persisted) MarshalJSON() ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, id)
+			b = jsonenc.AppendString(b, id)
 			b = append(b, `:{"snapshot":`...)
 			if len(c.Snapshot) == 0 {
 				b = append(b, "null"...)
@@ -264,10 +266,10 @@ func (p *Persisted) MarshalJSON() ([]byte, error) {
 				b = append(b, c.Snapshot...)
 			}
 			b = append(b, `,"src":`...)
-			b = appendJSONString(b, c.Src)
+			b = jsonenc.AppendString(b, c.Src)
 			if c.SystemID != "" {
 				b = append(b, `,"systemId":`...)
-				b = appendJSONString(b, c.SystemID)
+				b = jsonenc.AppendString(b, c.SystemID)
 			}
 			b = append(b, `,"syncSnapshot":`...)
 			b = strconv.AppendBool(b, c.SyncSnapshot)
@@ -277,13 +279,13 @@ func (p *Persisted) MarshalJSON() ([]byte, error) {
 	}
 	if p.Output != nil {
 		b = append(b, `,"output":`...)
-		if b, err = AppendJSON(b, p.Output); err != nil {
+		if b, err = jsonenc.Append(b, p.Output); err != nil {
 			return nil, err
 		}
 	}
 	if p.Error != nil {
 		b = append(b, `,"error":`...)
-		if b, err = AppendJSON(b, p.Error); err != nil {
+		if b, err = jsonenc.Append(b, p.Error); err != nil {
 			return nil, err
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/stategate/stategate/internal/jsonenc"
 )
 
 // Child actors across persistence, as XState persists them: a snapshot's
@@ -67,7 +69,7 @@ func (a *Actor) persist() (PersistedChild, error) {
 			v["error"] = a.err.Error()
 		}
 	}
-	pc.Snapshot, err = AppendJSON(nil, v)
+	pc.Snapshot, err = jsonenc.Append(nil, v)
 	return pc, err
 }
 

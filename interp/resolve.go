@@ -33,7 +33,7 @@ func (st *stepper) resolveActions(s *Snapshot, ev Event, actions []Action) (*Sna
 			}
 			if na.Params != nil {
 				var err error
-				if params, err = st.eval(na.Params, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s, Runtime: st.rt}, nil); err != nil {
+				if params, err = st.eval(na.Params, Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s, Thread: st.thread}, nil); err != nil {
 					return nil, err
 				}
 			}
@@ -61,7 +61,7 @@ func (st *stepper) resolveActions(s *Snapshot, ev Event, actions []Action) (*Sna
 }
 
 func (st *stepper) args(s *Snapshot, ev Event) Args {
-	return Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s, Runtime: st.rt}
+	return Args{Context: s.Context, Event: ev, Self: st.actor, Snapshot: s, Thread: st.thread}
 }
 
 func (st *stepper) resolveAction(s *Snapshot, ev Event, a Action, params any) (*Snapshot, error) {
@@ -72,11 +72,11 @@ func (st *stepper) resolveAction(s *Snapshot, ev Event, a Action, params any) (*
 			st.impure = true
 			return s, a.Fn(args, params)
 		}
-		if sealer, ok := st.m.Impl.Host.(Sealer); ok {
-			// The action runs after the step, maybe in another runtime.
+		if st.thread != nil {
+			// The action runs after the step, maybe in another thread.
 			var err, perr error
-			args.Context, err = sealer.Seal(st.rt, args.Context)
-			params, perr = sealer.Seal(st.rt, params)
+			args.Context, err = st.thread.Seal(args.Context)
+			params, perr = st.thread.Seal(params)
 			if err = cmp.Or(err, perr); err != nil {
 				return nil, err
 			}
@@ -247,7 +247,7 @@ func (st *stepper) eval(e *Expr, a Args, params any) (any, error) {
 
 // evalGuard is XState's evaluateGuard.
 func (st *stepper) evalGuard(g Guard, s *Snapshot, ctx any, ev Event) (bool, error) {
-	args := Args{Context: ctx, Event: ev, Self: st.actor, Snapshot: s, Runtime: st.rt}
+	args := Args{Context: ctx, Event: ev, Self: st.actor, Snapshot: s, Thread: st.thread}
 	switch g := g.(type) {
 	case *NamedGuard:
 		impl := st.m.Impl.Guards[g.Type]

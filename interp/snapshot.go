@@ -1,6 +1,7 @@
 package interp
 
 import (
+	"context"
 	"reflect"
 	"slices"
 	"sort"
@@ -257,19 +258,18 @@ func (s *Snapshot) HistoryValue() map[string][]string {
 // selected and it has a target or actions (XState's snapshot.can). The
 // status is not looked at, as in XState. A guard that fails gives an error.
 func (s *Snapshot) Can(ev Event) (bool, error) {
-	var rt any
+	var t Thread
 	if h := s.Machine.Impl.Host; h != nil {
-		var release func()
-		rt, release = h.Acquire()
-		defer release()
+		t = h.Acquire(context.Background())
+		defer t.Release()
 	}
-	return s.CanIn(rt, ev)
+	return s.CanIn(t, ev)
 }
 
-// CanIn is Can with the machine's code run in rt, a runtime its Host lent
+// CanIn is Can with the machine's code run in t, a thread its Host lent
 // (that of a step in progress, whose code asks).
-func (s *Snapshot) CanIn(rt any, ev Event) (bool, error) {
-	st := &stepper{m: s.Machine, rt: rt}
+func (s *Snapshot) CanIn(t Thread, ev Event) (bool, error) {
+	st := &stepper{m: s.Machine, thread: t}
 	ts, err := st.selectTransitions(s, ev)
 	if err != nil {
 		return false, err

@@ -1,6 +1,6 @@
-// Writes xstate/testdata/intl/numbers.json: numbers formatted by Node's
+// Writes xstate/js/testdata/intl/numbers.json: numbers formatted by Node's
 // Intl.NumberFormat('en-US', options), the golden file of TestNumberFormat.
-//   node scripts/gen-intl-cases.mjs > xstate/testdata/intl/numbers.json
+//   node scripts/gen-intl-cases.mjs > xstate/js/testdata/intl/numbers.json
 const values = [0, -0, 1, -1, 0.5, -0.5, 1.5, 2.5, 0.125, 1.005, 2.675, 1234.5, -1234.5, 1234.5678, 999.9995,
   999999.5, 0.0001, -0.0001, 1e-7, 123456789.123456789, 1e21, 1.5e300, 0.256, 0.2567, 99.99, 12, 1234, 12345, 0.1 + 0.2,
   NaN, Infinity, -Infinity, 42.195, 1000000, 5e-324, 9007199254740993, 0.045, 1.45, 3.14159265];

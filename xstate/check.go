@@ -92,10 +92,6 @@ func (r *Report) Lines() []string {
 	return out
 }
 
-// Check loads machine files (folders are searched for them) and reports
-// every problem found, as a running server would when loading them.
-func Check(paths []string) (*Report, error) { return (&Loader{}).Check(paths) }
-
 // Check loads machine files with the loader's registry and reports every
 // problem found, as a running server would when loading them.
 //
@@ -215,7 +211,7 @@ func checkFile(l *Loader, file, dir string) CheckResult {
 	res := CheckResult{File: file}
 	var m *interp.Machine
 	var warns []Diagnostic
-	root, err := newFileRoot(dir)
+	root, err := OpenRoot(dir)
 	if err == nil {
 		m, warns, err = l.loadIn(root, file)
 	}

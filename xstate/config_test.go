@@ -1,15 +1,12 @@
 package xstate
 
 import (
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/stategate/stategate/interp"
 )
 
 func TestParseJSONErrors(t *testing.T) {
@@ -64,27 +61,6 @@ func TestParseJSONWarnings(t *testing.T) {
 	}
 }
 
-func TestJSKeyOrder(t *testing.T) {
-	got := jsKeyOrder([]string{"b", "10", "a", "2", "01", "-1", "4294967295", "4294967294", "0"})
-	want := []string{"0", "2", "10", "4294967294", "b", "a", "01", "-1", "4294967295"}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("got %v, want %v", got, want)
-	}
-}
-
-func TestJSNumber(t *testing.T) {
-	for in, want := range map[string]float64{"1000": 1000, "1e3": 1000, " 40 ": 40, "": 0, "0x10": 16, "1.5": 1.5} {
-		if got, ok := jsNumber(in); !ok || got != want {
-			t.Errorf("jsNumber(%q) = %v, %v; want %v", in, got, ok, want)
-		}
-	}
-	for _, in := range []string{"slow", "1s", "0xzz"} {
-		if _, ok := jsNumber(in); ok {
-			t.Errorf("jsNumber(%q) is a number", in)
-		}
-	}
-}
-
 func TestMissingDiagnostics(t *testing.T) {
 	m, _, err := ParseJSON("m.json", []byte(`{"id":"m","initial":"a","states":{"a":{"entry":"hello","after":{"slow":"b"},"on":{"GO":{"guard":"ok","target":"b"}}},"b":{"invoke":{"src":"fetcher"}}}}`))
 	if err != nil {
@@ -117,7 +93,7 @@ func TestCheck(t *testing.T) {
 	write("x.case.json", `{"machine":"good.json"}`)
 	write(".hidden.json", `{`)
 	write("good.json~", `{`)
-	rep, err := Check([]string{dir})
+	rep, err := (&Loader{}).Check([]string{dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,94 +106,4 @@ func TestCheck(t *testing.T) {
 			t.Errorf("report %q lacks %q", out, w)
 		}
 	}
-}
-
-// TestCheckImplementationsModule checks an implementations module named
-// by itself (as a shell glob names it): it is checked with the JSON machine
-// beside it, once, and without one it is an error that names the machine
-// it needs.
-func TestCheckImplementationsModule(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, src string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	machine := write("door.json", `{"id":"door","initial":"shut","states":{"shut":{"on":{"OPEN":{"guard":"unlocked","target":"open"}}},"open":{}}}`)
-	impl := write("door.impl.ts", `export default { guards: { unlocked: () => true } };`)
-	lonely := write("window.impl.ts", `export default { guards: {} };`)
-
-	rep, err := Check([]string{impl, machine})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Failed() || len(rep.Files) != 1 || rep.Files[0].File != machine {
-		t.Fatalf("report %q", rep.Lines())
-	}
-	rep, err = Check([]string{lonely})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out := strings.Join(rep.Lines(), "\n"); !rep.Failed() || !strings.Contains(out, "needs its machine beside it: window.json") {
-		t.Fatalf("report %q", out)
-	}
-}
-
-// FuzzParseJSON checks that no input makes the config reader or the
-// compiler panic, and that a machine that loads can start and take events.
-func FuzzParseJSON(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join("..", "testdata", "conformance", "*", "*.json"))
-	own, _ := filepath.Glob(filepath.Join("..", "testdata", "conformance", "own", "*", "*.json"))
-	for _, file := range append(files, own...) {
-		if IsMachineFile(file) {
-			if data, err := os.ReadFile(file); err == nil {
-				f.Add(data)
-			}
-		}
-	}
-	f.Add([]byte(`{"initial":"a","states":{"a":{"type":"history"}}}`))
-	f.Add([]byte(`{"type":"parallel","states":{"a":{"type":"final"}}}`))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		m, _, err := ParseJSON("fuzz.json", data)
-		if err != nil {
-			if !errors.Is(err, ErrInvalid) {
-				t.Fatalf("error %v does not wrap ErrInvalid", err)
-			}
-			return
-		}
-		c := &Case{Steps: []Step{{Advance: 1000}}}
-		for _, ev := range m.EventTypes {
-			c.Steps = append(c.Steps, Step{Send: []byte(`{}`), Event: eventOf(ev)})
-		}
-		c.Run(m)
-		// What an actor persists restores, with its pending timers, in an
-		// actor that starts and takes the events again.
-		clock := interp.NewSimClock()
-		a := interp.NewActor(m, interp.ActorOptions{Clock: clock})
-		a.Start()
-		for _, ev := range m.EventTypes {
-			a.Send(eventOf(ev))
-		}
-		timers := a.PendingTimers()
-		saved, err := json.Marshal(a.Snapshot())
-		if err != nil {
-			return // a context that is not JSON: the server refuses to save it
-		}
-		var p interp.Persisted
-		if err := json.Unmarshal(saved, &p); err != nil {
-			t.Fatalf("persisted snapshot %s does not read back: %v", saved, err)
-		}
-		s, err := m.Restore(&p)
-		if err != nil {
-			t.Fatalf("persisted snapshot %s does not restore: %v", saved, err)
-		}
-		b := interp.NewActor(m, interp.ActorOptions{Snapshot: s, Timers: timers, Clock: clock})
-		b.Start()
-		for _, ev := range m.EventTypes {
-			b.Send(eventOf(ev))
-		}
-		clock.Advance(1000)
-	})
 }

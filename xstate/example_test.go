@@ -8,6 +8,7 @@ import (
 
 	"github.com/stategate/stategate/interp"
 	"github.com/stategate/stategate/xstate"
+	"github.com/stategate/stategate/xstate/js"
 )
 
 func ExampleParseJSON() {
@@ -67,7 +68,7 @@ func ExampleLoader_root() {
 import creds from '../creds.json';
 export default createMachine({ id: 'leak', context: { creds } });
 `), 0o644)
-	l := &xstate.Loader{Root: machines, Memory: 64 << 20}
+	l := &xstate.Loader{Root: machines, Modules: &js.Host{Memory: 64 << 20}}
 	_, _, err := l.Load(filepath.Join(machines, "leak.mjs"))
 	fmt.Println(strings.Contains(err.Error(), "outside the machines folder"), strings.Contains(xstate.PublicError(err), "hunter2"))
 	// Output:

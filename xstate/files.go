@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/dustin/go-humanize"
 )
 
 // MaxFileSize is the size of the largest machine file stategate reads: a
@@ -22,7 +20,7 @@ var (
 	// as /dev/zero never ends).
 	ErrNotRegular = errors.New("not a regular file")
 	// ErrTooLarge: the file is larger than MaxFileSize.
-	ErrTooLarge = fmt.Errorf("larger than %s", humanize.IBytes(MaxFileSize))
+	ErrTooLarge = fmt.Errorf("larger than %d MiB", MaxFileSize>>20)
 	// ErrOutsideRoot: the file, or the file a symbolic link points to, is
 	// outside the Loader's Root (the machines folder).
 	ErrOutsideRoot = errors.New("outside the machines folder")
@@ -78,15 +76,18 @@ func fileKind(m os.FileMode) string {
 	return "not a file"
 }
 
-// fileRoot reads the files of a folder and below it only: a file named by
-// a path that climbs out of it, or a symbolic link that points out of it,
-// is refused (ErrOutsideRoot).
-type fileRoot struct {
+// Root reads the machine files of one folder and below it, as ReadFile
+// reads a file: a file named by a path that climbs out of the folder, or
+// a symbolic link that points out of it, is refused (ErrOutsideRoot). A
+// Loader reads every file through the Root of its machines folder, and
+// gives it to its Modules for the files a module imports.
+type Root struct {
 	dir  string // the folder, absolute
 	real string // the folder with symbolic links resolved
 }
 
-func newFileRoot(dir string) (*fileRoot, error) {
+// OpenRoot returns the Root of a folder.
+func OpenRoot(dir string) (*Root, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
@@ -95,13 +96,13 @@ func newFileRoot(dir string) (*fileRoot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fileRoot{dir: abs, real: real}, nil
+	return &Root{dir: abs, real: real}, nil
 }
 
 // rel returns the path of a file inside the root, relative to its real
 // folder, with symbolic links resolved: a link is followed only when its
 // target is inside the root too.
-func (r *fileRoot) rel(path string) (string, error) {
+func (r *Root) rel(path string) (string, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return "", err
@@ -120,8 +121,9 @@ func (r *fileRoot) rel(path string) (string, error) {
 	return rel, nil
 }
 
-// read reads a file inside the root, as ReadFile does.
-func (r *fileRoot) read(path string) ([]byte, error) {
+// ReadFile reads a file inside the root, as the function ReadFile reads
+// one.
+func (r *Root) ReadFile(path string) ([]byte, error) {
 	rel, err := r.rel(path)
 	if err != nil {
 		return nil, err
@@ -141,9 +143,9 @@ func (r *fileRoot) read(path string) ([]byte, error) {
 	return readOpened(path, f)
 }
 
-// isFile reports whether path is a regular file inside the root (for
-// resolving imports; a link to one inside counts).
-func (r *fileRoot) isFile(path string) bool {
+// IsFile reports whether path is a regular file inside the root (a link
+// to one inside counts).
+func (r *Root) IsFile(path string) bool {
 	if _, err := r.rel(path); err != nil {
 		return false
 	}
@@ -151,18 +153,11 @@ func (r *fileRoot) isFile(path string) bool {
 	return err == nil && info.Mode().IsRegular()
 }
 
-// exists reports whether something is at path, whatever it is (a link
-// that leads nowhere does not count).
-func exists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
-}
-
-// rootFor returns the root a file is read in: the Loader's Root, else the
+// root returns the Root a file is read in: the Loader's Root, else the
 // file's own folder.
-func (l *Loader) rootFor(file string) (*fileRoot, error) {
+func (l *Loader) root(file string) (*Root, error) {
 	if l.Root != "" {
-		return newFileRoot(l.Root)
+		return OpenRoot(l.Root)
 	}
-	return newFileRoot(filepath.Dir(file))
+	return OpenRoot(filepath.Dir(file))
 }

@@ -2,134 +2,57 @@ package xstate
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/stategate/stategate/internal/config"
 	"github.com/stategate/stategate/interp"
 )
 
-// ParseJSON reads an XState v5 JSON config (what visual editors export and
-// createMachine accepts) and compiles it. file names the source in
-// diagnostics. It returns the warnings even when it fails; the error is a
-// *LoadError listing every problem found.
-func ParseJSON(file string, data []byte) (*interp.Machine, []Diagnostic, error) {
-	root, err := decodeConfig(file, data)
-	if err != nil {
-		return nil, nil, err
-	}
-	return compile(file, root, nil, interp.Implementations{})
+// Loader loads machine files: JSON configs, with the Go implementations
+// of its Registry, and, given Modules, JavaScript and TypeScript modules
+// (machines, and the implementations modules beside JSON machines). The
+// zero Loader loads JSON machines alone, each read in its own folder.
+type Loader struct {
+	// Registry supplies Go implementations for names a machine's own code
+	// does not define (see Registry).
+	Registry *Registry
+	// Root is the folder machine files are read from (the machines
+	// folder): a module may import only files inside it, and a symbolic
+	// link is followed only to a file inside it. "" makes each file's own
+	// folder its root.
+	Root string
+	// Modules loads JS and TS modules: machines, and the implementations
+	// modules beside JSON machines (package xstate/js provides them). nil:
+	// such a file fails to load, with an error wrapping ErrNoModules.
+	Modules Modules
 }
 
-// ParseDef reads an XState v5 JSON config into a definition, without
-// compiling it.
-func ParseDef(file string, data []byte) (*interp.MachineDef, error) {
-	root, err := decodeConfig(file, data)
-	if err != nil {
-		return nil, err
-	}
-	r := &configReader{file: file, lines: map[string]int{}}
-	def := r.machine(root)
-	if r.failed() {
-		return nil, &LoadError{File: file, Diags: errorsOnly(r.diags)}
-	}
-	return def, nil
+// Modules loads the machines and implementations written as JavaScript
+// or TypeScript modules, for a Loader. Package xstate/js provides them.
+type Modules interface {
+	// LoadMachine loads the machine a module exports. Every file is read
+	// through root (the module, and the files it imports); the names the
+	// module's code does not define are taken from base (the Loader's
+	// Registry). The error of a module that exports no machine wraps
+	// ErrNoMachine.
+	LoadMachine(root *Root, file string, base interp.Implementations) (*interp.Machine, []Diagnostic, error)
+	// LoadImplementations loads a module whose default export is {guards,
+	// actions, actors, delays}, to give a JSON machine (as XState's
+	// machine.provide()), its files read through root.
+	LoadImplementations(root *Root, file string) (interp.Implementations, error)
 }
 
-func decodeConfig(file string, data []byte) (*object, error) {
-	v, err := decodeOrdered(data)
-	if err != nil {
-		d := Diagnostic{File: file, Msg: "invalid JSON: " + err.Error()}
-		var pe *posError
-		if errors.As(err, &pe) {
-			d.Line = pe.Line
-			d.Msg = fmt.Sprintf("invalid JSON at column %d: %v", pe.Col, pe.Err)
-		}
-		return nil, &LoadError{File: file, Diags: []Diagnostic{d}}
-	}
-	root, ok := v.(*object)
-	if !ok {
-		return nil, &LoadError{File: file, Diags: []Diagnostic{{File: file, Line: 1, Msg: "a machine config must be a JSON object"}}}
-	}
-	return root, nil
-}
+// ErrNoMachine is wrapped by the error of a module that exports no
+// machine: a helper module that machines import, rather than a machine
+// with an error.
+var ErrNoMachine = errors.New("the module exports no machine")
 
-// compile reads a decoded config and compiles it with implementations.
-func compile(file string, root *object, fns funcResolver, impl interp.Implementations) (*interp.Machine, []Diagnostic, error) {
-	r := &configReader{file: file, lines: map[string]int{}, fns: fns}
-	def := r.machine(root)
-	def.Impl = impl
-	// Compile even a config with errors, to report every problem at once.
-	m, err := interp.New(def)
-	diags := errorsOnly(r.diags)
-	if err != nil {
-		diags = append(diags, defDiagnostics(file, err, r.lines)...)
-	}
-	if len(diags) > 0 {
-		sort.SliceStable(diags, func(i, j int) bool { return diags[i].Line < diags[j].Line })
-		return nil, warnings(r.diags), &LoadError{File: file, Diags: diags}
-	}
-	return m, warnings(r.diags), nil
-}
-
-// defDiagnostics converts the errors of interp.New into diagnostics.
-func defDiagnostics(file string, err error, lines map[string]int) []Diagnostic {
-	var errs []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	} else {
-		errs = []error{err}
-	}
-	var out []Diagnostic
-	for _, e := range errs {
-		var de *interp.DefError
-		if errors.As(e, &de) {
-			out = append(out, Diagnostic{File: file, Line: lines[de.Path], State: de.Path, Msg: de.Msg})
-		} else {
-			out = append(out, Diagnostic{File: file, Msg: e.Error()})
-		}
-	}
-	return out
-}
-
-func warnings(ds []Diagnostic) []Diagnostic {
-	var out []Diagnostic
-	for _, d := range ds {
-		if d.Warning {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-func errorsOnly(ds []Diagnostic) []Diagnostic {
-	var out []Diagnostic
-	for _, d := range ds {
-		if !d.Warning {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-// MissingDiagnostics lists the named guards, actions, actors and delays of
-// a machine that have no implementation. Guards, actors and delays are
-// errors for a served machine; actions are warnings (XState skips them).
-func MissingDiagnostics(file string, m *interp.Machine) []Diagnostic {
-	var out []Diagnostic
-	for _, u := range m.Unresolved() {
-		d := Diagnostic{File: file, State: u.State, Warning: u.Kind == "action"}
-		if d.Warning {
-			d.Msg = fmt.Sprintf("action %q has no implementation; XState skips it", u.Name)
-		} else {
-			d.Msg = fmt.Sprintf("%s %q has no implementation", u.Kind, u.Name)
-		}
-		out = append(out, d)
-	}
-	return out
-}
+// ErrNoModules is wrapped by the error of a JS or TS module loaded by a
+// Loader with no Modules.
+var ErrNoModules = errors.New("this loader runs no JavaScript (its Modules are not set; package xstate/js provides them)")
 
 // implExts are the extensions of implementations modules, in the order
 // they are looked for beside a JSON machine.
@@ -157,14 +80,14 @@ func ImplementationsFile(machineFile string) string {
 // Root): a file that is not regular, too large, nested too deeply, or
 // outside the root fails to load, with an error that names it.
 func (l *Loader) Load(path string) (*interp.Machine, []Diagnostic, error) {
-	root, err := l.rootFor(path)
+	root, err := l.root(path)
 	if err != nil {
 		return nil, nil, err
 	}
 	return l.loadIn(root, path)
 }
 
-func (l *Loader) loadIn(root *fileRoot, path string) (*interp.Machine, []Diagnostic, error) {
+func (l *Loader) loadIn(root *Root, path string) (*interp.Machine, []Diagnostic, error) {
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".json":
 		cfg, err := readConfig(root, path)
@@ -187,14 +110,58 @@ func (l *Loader) loadIn(root *fileRoot, path string) (*interp.Machine, []Diagnos
 	return nil, nil, &LoadError{File: path, Diags: []Diagnostic{{File: path, Msg: "not a machine file (.json, .js, .mjs, .ts or .mts)"}}}
 }
 
+// LoadModule loads a JS or TS machine module.
+func (l *Loader) LoadModule(file string) (*interp.Machine, []Diagnostic, error) {
+	root, err := l.root(file)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l.loadModuleIn(root, file)
+}
+
+func (l *Loader) loadModuleIn(root *Root, file string) (*interp.Machine, []Diagnostic, error) {
+	if l.Modules == nil {
+		return nil, nil, noModules(file)
+	}
+	return l.Modules.LoadMachine(root, file, l.withRegistry(interp.Implementations{}))
+}
+
+// LoadImplementations loads a module whose default export is {guards,
+// actions, actors, delays}, to give a JSON machine (machine.provide()).
+func (l *Loader) LoadImplementations(file string) (interp.Implementations, error) {
+	root, err := l.root(file)
+	if err != nil {
+		return interp.Implementations{}, err
+	}
+	return l.loadImplementationsIn(root, file)
+}
+
+func (l *Loader) loadImplementationsIn(root *Root, file string) (interp.Implementations, error) {
+	if l.Modules == nil {
+		return interp.Implementations{}, noModules(file)
+	}
+	return l.Modules.LoadImplementations(root, file)
+}
+
+// noModules is the error of a module a Loader without Modules is given.
+func noModules(file string) error {
+	return &LoadError{File: file, Diags: []Diagnostic{{File: file, Msg: "cannot load a JavaScript or TypeScript module: " + ErrNoModules.Error()}}, Err: ErrNoModules}
+}
+
+// withRegistry adds the registry's implementations under the machine's
+// own: a machine's code comes first, the Go table fills in the rest.
+func (l *Loader) withRegistry(impl interp.Implementations) interp.Implementations {
+	if l.Registry == nil {
+		return impl
+	}
+	return config.Merge(l.Registry.implementations(), impl)
+}
+
 // readConfig reads and decodes a JSON config in root.
-func readConfig(root *fileRoot, path string) (*object, error) {
-	data, err := root.read(path)
+func readConfig(root *Root, path string) (*config.Object, error) {
+	data, err := root.ReadFile(path)
 	if err != nil {
 		return nil, &LoadError{File: path, Diags: []Diagnostic{{File: path, Msg: fileError(path, err)}}, Err: err}
-	}
-	if err := checkNesting(data); err != nil {
-		return nil, &LoadError{File: path, Diags: []Diagnostic{{File: path, Msg: err.Error()}}}
 	}
 	return decodeConfig(path, data)
 }
@@ -203,4 +170,49 @@ func readConfig(root *fileRoot, path string) (*object, error) {
 // first (a diagnostic names it).
 func fileError(path string, err error) string {
 	return strings.TrimPrefix(err.Error(), path+": ")
+}
+
+// FilesHost is an interp.Host whose code was read from files (a module,
+// and the files it imports): Files lists them, as absolute paths.
+type FilesHost interface {
+	interp.Host
+	Files() []string
+}
+
+// Sources lists the files a machine loaded from file was built from: the
+// file, its implementations module, and the files their code was read
+// from (when the machine's Host is a FilesHost).
+func Sources(file string, m *interp.Machine) []string {
+	out := []string{file}
+	if f := ImplementationsFile(file); f != "" {
+		out = append(out, f)
+	}
+	if h, ok := m.Impl.Host.(FilesHost); ok {
+		out = append(out, h.Files()...)
+	}
+	seen := map[string]bool{}
+	var uniq []string
+	for _, f := range out {
+		abs, err := filepath.Abs(f)
+		if err != nil {
+			abs = f
+		}
+		if !seen[abs] {
+			seen[abs] = true
+			uniq = append(uniq, abs)
+		}
+	}
+	sort.Strings(uniq)
+	return uniq
+}
+
+// Parse reads a JSON config from memory, as Load reads a JSON machine
+// file, with the Loader's Registry for its implementations: a machine
+// made in memory, no file read. name names it in diagnostics.
+func (l *Loader) Parse(name string, data []byte) (*interp.Machine, []Diagnostic, error) {
+	root, err := decodeConfig(name, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	return compile(name, root, nil, l.withRegistry(interp.Implementations{}))
 }

@@ -25,19 +25,19 @@ func (r *Registry) Guard(name string, f func(a interp.Args, params any) (bool, e
 	if r.impl.Guards == nil {
 		r.impl.Guards = map[string]interp.Guard{}
 	}
-	r.impl.Guards[name] = &interp.FuncGuard{Name: name, Fn: func(a interp.Args, p any) (bool, error) { return f(plainArgs(a), plainValue(p)) }}
+	r.impl.Guards[name] = &interp.FuncGuard{Name: name, Fn: func(a interp.Args, p any) (bool, error) { return f(plainArgs(a), plainValue(a, p)) }}
 	return r
 }
 
 // Action registers an action run for its effects.
 func (r *Registry) Action(name string, f func(a interp.Args, params any) error) *Registry {
-	return r.ActionOf(name, &interp.FuncAction{Name: name, Fn: func(a interp.Args, p any) error { return f(plainArgs(a), plainValue(p)) }})
+	return r.ActionOf(name, &interp.FuncAction{Name: name, Fn: func(a interp.Args, p any) error { return f(plainArgs(a), plainValue(a, p)) }})
 }
 
 // Assign registers an action that updates the context, as XState's
 // assign(): f returns the properties to change.
 func (r *Registry) Assign(name string, f func(a interp.Args, params any) (map[string]any, error)) *Registry {
-	return r.ActionOf(name, &interp.AssignAction{Fn: func(a interp.Args, p any) (map[string]any, error) { return f(plainArgs(a), plainValue(p)) }})
+	return r.ActionOf(name, &interp.AssignAction{Fn: func(a interp.Args, p any) (map[string]any, error) { return f(plainArgs(a), plainValue(a, p)) }})
 }
 
 // ActionOf registers any action (a built-in such as interp.RaiseAction).
@@ -63,7 +63,7 @@ func (r *Registry) Delay(name string, f func(a interp.Args, params any) (float64
 	if r.impl.Delays == nil {
 		r.impl.Delays = map[string]interp.Delay{}
 	}
-	r.impl.Delays[name] = &interp.Expr{Fn: func(a interp.Args, params any) (any, error) { return f(plainArgs(a), plainValue(params)) }}
+	r.impl.Delays[name] = &interp.Expr{Fn: func(a interp.Args, params any) (any, error) { return f(plainArgs(a), plainValue(a, params)) }}
 	return r
 }
 
@@ -74,6 +74,33 @@ func (r *Registry) DelayMs(name string, ms float64) *Registry {
 	}
 	r.impl.Delays[name] = interp.Static(ms)
 	return r
+}
+
+// PlainValues is an interp.Thread whose code may leave values of its own
+// in a step's context and params, converted only as the step ends (a
+// JavaScript runtime's objects): Plain returns v with none of them left,
+// for Go code, changing nothing in place. A Registry's functions get their
+// arguments so, when a machine's own code runs in such threads.
+type PlainValues interface {
+	interp.Thread
+	Plain(v any) any
+}
+
+// plainArgs returns a with a context that holds no values of the step's
+// thread.
+func plainArgs(a interp.Args) interp.Args {
+	if p, ok := a.Thread.(PlainValues); ok {
+		a.Context = p.Plain(a.Context)
+	}
+	return a
+}
+
+// plainValue returns params that are no value of the step's thread.
+func plainValue(a interp.Args, params any) any {
+	if p, ok := a.Thread.(PlainValues); ok {
+		return p.Plain(params)
+	}
+	return params
 }
 
 func (r *Registry) implementations() interp.Implementations {

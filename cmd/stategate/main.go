@@ -16,8 +16,10 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/stategate/stategate/conformance"
 	"github.com/stategate/stategate/gate"
 	"github.com/stategate/stategate/xstate"
+	"github.com/stategate/stategate/xstate/js"
 )
 
 // version is the binary's version, as MCP clients see it.
@@ -38,12 +40,12 @@ type traceCmd struct {
 }
 
 func (c *traceCmd) Run(stdout io.Writer) error {
-	cs, err := xstate.ReadCase(c.Case)
+	cs, err := conformance.ReadCase(c.Case)
 	if err != nil {
 		return err
 	}
 	// What the machine's code writes with console.log goes to stderr.
-	m, err := cs.Load(&xstate.Loader{Console: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+	m, err := cs.Load(&xstate.Loader{Modules: &js.Host{Console: slog.New(slog.NewTextHandler(os.Stderr, nil))}})
 	if err != nil {
 		return err
 	}
@@ -65,11 +67,11 @@ func (c *benchCmd) Run(stdout io.Writer) error {
 		return errors.New("--seconds must be positive")
 	}
 	for _, file := range c.Cases {
-		cs, err := xstate.ReadCase(file)
+		cs, err := conformance.ReadCase(file)
 		if err != nil {
 			return err
 		}
-		m, err := cs.Load(nil)
+		m, err := cs.Load(&xstate.Loader{Modules: &js.Host{}})
 		if err != nil {
 			return err
 		}
@@ -88,7 +90,7 @@ type checkCmd struct {
 }
 
 func (c *checkCmd) Run(stdout io.Writer) error {
-	report, err := gate.Check(&xstate.Loader{}, c.Files, c.HandleKey)
+	report, err := gate.Check(&xstate.Loader{Modules: &js.Host{}}, c.Files, c.HandleKey)
 	if err != nil {
 		return err
 	}

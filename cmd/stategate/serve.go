@@ -24,6 +24,7 @@ import (
 	"github.com/stategate/stategate/gate"
 	"github.com/stategate/stategate/store"
 	"github.com/stategate/stategate/xstate"
+	"github.com/stategate/stategate/xstate/js"
 )
 
 type serveCmd struct {
@@ -110,7 +111,7 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 	if err := g.Bind(mcpSrv); err != nil {
 		return err
 	}
-	loader := &xstate.Loader{Timeout: c.JSTimeout, Memory: int64(c.JSMemory), Root: c.Machines, Console: log}
+	loader := &xstate.Loader{Root: c.Machines, Modules: &js.Host{Timeout: c.JSTimeout, Memory: int64(c.JSMemory), Console: log}}
 	lib := gate.NewLibrary(g, loader, c.Machines, c.HandleKey)
 	if err := lib.Reload(); err != nil {
 		return err

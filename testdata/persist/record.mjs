@@ -1,5 +1,5 @@
 // Records what the real XState does with a persisted snapshot, for
-// xstate/persist_test.go: node record.mjs CASE.persist.json > CASE.want.json
+// conformance/persist_test.go: node record.mjs CASE.persist.json > CASE.want.json
 // (run it in the oracle's folder, where xstate and esbuild are installed:
 // scripts/xstate/install.sh installs them and prints the folder).
 // A case runs its `before` events, persists the snapshot, restores it in a

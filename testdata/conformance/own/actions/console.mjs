@@ -2,7 +2,7 @@ import { createMachine, assign } from 'xstate';
 
 // console in actions and guards, as XState's own examples use it. (Only
 // warn and error here: Node writes them to stderr, so the oracle's trace
-// on stdout stays clean. xstate/js_test.go checks log and the rest.)
+// on stdout stays clean. xstate/js/js_test.go checks log and the rest.)
 export default createMachine({
   id: 'console',
   initial: 'idle',

@@ -1,0 +1,771 @@
+// Package config is the XState v5 config reader: it turns a config (a
+// JSON config decoded with Decode, or the object a JavaScript module
+// built, whose values may be functions) into an interp machine, with
+// every problem found named by its state and line. Package xstate reads
+// JSON configs with it, package xstate/js the configs of modules (through
+// Funcs, which makes interp values of their functions).
+package config
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/stategate/stategate/interp"
+)
+
+// Problem is one thing wrong in a config, or doubtful (a warning).
+type Problem struct {
+	File    string
+	Line    int    // 0 when unknown
+	State   string // the state's path, "(root)" for the root; "" when none
+	Msg     string
+	Warning bool
+}
+
+// Funcs turns the values of a module's config that are not JSON
+// (functions, and the actions, guards and actor logic its xstate API
+// made) into interp values. Each method reports false for a value it does
+// not know.
+type Funcs interface {
+	Action(v any) (interp.Action, bool, error)
+	Guard(v any) (interp.Guard, bool, error)
+	Expr(v any) (*interp.Expr, bool)
+	// ParamsExpr is Expr for the params of a guard or action.
+	ParamsExpr(v any) (*interp.Expr, bool)
+	// InputExpr is Expr for the input of an invoked actor.
+	InputExpr(v any) (*interp.Expr, bool)
+	InvokeSrc(v any) (interp.ActorLogic, bool)
+}
+
+// Compile reads a config and compiles it with implementations; fns makes
+// interp values of its functions (nil for a JSON config). It returns the
+// warnings, and the errors, by line (then the machine is nil): every
+// problem found, not the first.
+func Compile(file string, root *Object, fns Funcs, impl interp.Implementations) (m *interp.Machine, warnings, errs []Problem) {
+	r := &configReader{file: file, lines: map[string]int{}, fns: fns}
+	def := r.machine(root)
+	def.Impl = impl
+	// Compile even a config with errors, to report every problem at once.
+	m, err := interp.New(def)
+	errs = errorsOnly(r.diags)
+	if err != nil {
+		errs = append(errs, defProblems(file, err, r.lines)...)
+	}
+	if len(errs) > 0 {
+		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
+		return nil, warningsOnly(r.diags), errs
+	}
+	return m, warningsOnly(r.diags), nil
+}
+
+// Read reads a JSON config into a definition, without compiling it. It
+// returns the errors found (then the definition is not to be used).
+func Read(file string, root *Object) (*interp.MachineDef, []Problem) {
+	r := &configReader{file: file, lines: map[string]int{}}
+	def := r.machine(root)
+	return def, errorsOnly(r.diags)
+}
+
+// defProblems converts the errors of interp.New into problems.
+func defProblems(file string, err error, lines map[string]int) []Problem {
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	var out []Problem
+	for _, e := range errs {
+		var de *interp.DefError
+		if errors.As(e, &de) {
+			out = append(out, Problem{File: file, Line: lines[de.Path], State: de.Path, Msg: de.Msg})
+		} else {
+			out = append(out, Problem{File: file, Msg: e.Error()})
+		}
+	}
+	return out
+}
+
+func warningsOnly(ps []Problem) []Problem {
+	var out []Problem
+	for _, p := range ps {
+		if p.Warning {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func errorsOnly(ps []Problem) []Problem {
+	var out []Problem
+	for _, p := range ps {
+		if !p.Warning {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Merge returns own's implementations over base's: a machine's own code
+// comes first, base (a Go registry's) fills in the rest. The Host is
+// own's.
+func Merge(base, own interp.Implementations) interp.Implementations {
+	return interp.Implementations{
+		Guards:  mergeOver(base.Guards, own.Guards),
+		Actions: mergeOver(base.Actions, own.Actions),
+		Actors:  mergeOver(base.Actors, own.Actors),
+		Delays:  mergeOver(base.Delays, own.Delays),
+		Host:    own.Host,
+	}
+}
+
+func mergeOver[V any](base, over map[string]V) map[string]V {
+	if len(base) == 0 {
+		return over
+	}
+	out := make(map[string]V, len(base)+len(over))
+	maps.Copy(out, base)
+	maps.Copy(out, over)
+	return out
+}
+
+// configReader turns a decoded XState config into an interp.MachineDef,
+// collecting every problem with the state it is in.
+type configReader struct {
+	file  string
+	diags []Problem
+	lines map[string]int // state path -> line
+	// fns resolves JS function values of module configs (nil for JSON).
+	fns Funcs
+}
+
+func (r *configReader) errorf(state string, line int, format string, args ...any) {
+	r.diags = append(r.diags, Problem{File: r.file, Line: line, State: state, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (r *configReader) warnf(state string, line int, format string, args ...any) {
+	r.diags = append(r.diags, Problem{File: r.file, Line: line, State: state, Msg: fmt.Sprintf(format, args...), Warning: true})
+}
+
+func (r *configReader) failed() bool {
+	for _, d := range r.diags {
+		if !d.Warning {
+			return true
+		}
+	}
+	return false
+}
+
+// Keys that XState v4 used and v5 no longer reads, with what replaced them.
+var v4Keys = map[string]string{
+	"cond":                       "use `guard` (XState v5)",
+	"internal":                   "use `reenter` (XState v5; internal: false is reenter: true)",
+	"onEntry":                    "use `entry`",
+	"onExit":                     "use `exit`",
+	"activities":                 "activities were removed in XState v5; invoke an actor instead",
+	"data":                       "use `output` (XState v5)",
+	"in":                         "use the stateIn() guard (XState v5)",
+	"predictableActionArguments": "an XState v4 option; remove it",
+	"preserveActionOrder":        "an XState v4 option; remove it",
+	"strict":                     "an XState v4 option; remove it",
+	"schema":                     "use `types` (XState v5)",
+	"tsTypes":                    "an XState v4 typegen option; remove it",
+	"autoForward":                "removed in XState v5; use forwardTo",
+	"services":                   "use setup({ actors }) (XState v5)",
+	"parallel":                   "use type: 'parallel'",
+}
+
+var stateKeys = map[string]bool{
+	"id": true, "key": true, "type": true, "initial": true, "history": true, "target": true,
+	"states": true, "on": true, "always": true, "after": true, "onDone": true, "entry": true,
+	"exit": true, "invoke": true, "output": true, "tags": true, "meta": true, "description": true,
+}
+
+var rootKeys = map[string]bool{"context": true, "version": true, "types": true, "schemas": true, "$schema": true}
+
+var transitionKeys = map[string]bool{
+	"target": true, "guard": true, "actions": true, "reenter": true, "description": true, "meta": true,
+}
+
+// machine reads a root config.
+func (r *configReader) machine(root *Object) *interp.MachineDef {
+	def := &interp.MachineDef{}
+	def.Root = r.state(root, "", nil, true)
+	if v, ok := root.Get("context"); ok {
+		if e, isFn := r.exprOf(v); isFn {
+			def.Context = e
+		} else if truthy(v) {
+			def.Context = interp.Static(Plain(v))
+		}
+	}
+	return def
+}
+
+func truthy(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return x
+	case float64:
+		return x != 0 && !math.IsNaN(x)
+	case string:
+		return x != ""
+	}
+	return true
+}
+
+func (r *configReader) exprOf(v any) (*interp.Expr, bool) {
+	if r.fns != nil {
+		if e, ok := r.fns.Expr(v); ok {
+			return e, true
+		}
+	}
+	return nil, false
+}
+
+func pathString(path []string) string {
+	if len(path) == 0 {
+		return "(root)"
+	}
+	return strings.Join(path, ".")
+}
+
+func (r *configReader) state(o *Object, key string, path []string, root bool) *interp.StateDef {
+	sp := pathString(path)
+	r.lines[sp] = o.Line
+	d := &interp.StateDef{Key: key}
+	for _, k := range o.Keys {
+		if hint, bad := v4Keys[k]; bad {
+			r.errorf(sp, o.Line, "%q is not an XState v5 state key: %s", k, hint)
+			continue
+		}
+		if !stateKeys[k] && !(root && rootKeys[k]) {
+			r.warnf(sp, o.Line, "unknown key %q is ignored", k)
+		}
+	}
+	if v, ok := o.Get("id"); ok {
+		if s, isStr := v.(string); isStr {
+			d.ID = s
+		} else {
+			r.errorf(sp, o.Line, "id must be a string")
+		}
+	}
+	var children *Object
+	if v, ok := o.Get("states"); ok {
+		c, isObj := v.(*Object)
+		if !isObj {
+			r.errorf(sp, o.Line, "states must be an object of state configs")
+		} else {
+			children = c
+		}
+	}
+	hasHistory := false
+	if v, ok := o.Get("history"); ok {
+		hasHistory = truthy(v)
+		switch v {
+		case "deep", true:
+			d.Deep = true
+		case "shallow", false:
+		default:
+			r.errorf(sp, o.Line, `history must be "shallow" or "deep"`)
+		}
+	}
+	typ := ""
+	if v, ok := o.Get("type"); ok {
+		s, isStr := v.(string)
+		if !isStr {
+			r.errorf(sp, o.Line, "type must be a string")
+		}
+		typ = s
+	}
+	switch typ {
+	case "":
+		switch {
+		case children != nil && len(children.Keys) > 0:
+			d.Type = interp.Compound
+		case hasHistory:
+			d.Type = interp.History
+		default:
+			d.Type = interp.Atomic
+		}
+	case "atomic":
+		d.Type = interp.Atomic
+	case "compound":
+		d.Type = interp.Compound
+	case "parallel":
+		d.Type = interp.Parallel
+	case "final":
+		d.Type = interp.Final
+	case "history":
+		d.Type = interp.History
+	default:
+		r.errorf(sp, o.Line, "unknown state type %q (atomic, compound, parallel, final or history)", typ)
+	}
+	if v, ok := o.Get("initial"); ok && d.Type != interp.Compound && d.Type != interp.Atomic {
+		// XState ignores the initial state of a parallel, final or history
+		// state (an atomic state with one is a compound state without
+		// children: an error below).
+		r.warnf(sp, o.Line, "initial is ignored: a %s state has no initial state (XState ignores it too)", typeName(d.Type))
+	} else if ok {
+		switch x := v.(type) {
+		case string:
+			d.Initial = x
+		case *Object:
+			if t, ok := x.Get("target"); ok {
+				d.Initial, _ = t.(string)
+			}
+			if d.Initial == "" {
+				r.errorf(sp, x.Line, "initial must name a child state")
+			}
+		default:
+			r.errorf(sp, o.Line, "initial must be a string naming a child state")
+		}
+	}
+	if v, ok := o.Get("target"); ok {
+		if d.Type != interp.History {
+			r.errorf(sp, o.Line, "only history states take a target (transitions go in `on`)")
+		} else {
+			d.HistoryTo = r.targets(v, sp, o.Line)
+		}
+	}
+	if children != nil {
+		for _, k := range children.Keys {
+			cv := children.Vals[k]
+			co, isObj := cv.(*Object)
+			cpath := append(append([]string{}, path...), k)
+			if !isObj {
+				r.errorf(pathString(cpath), children.Line, "a state config must be an object")
+				continue
+			}
+			d.States = append(d.States, r.state(co, k, cpath, false))
+		}
+	}
+	if v, ok := o.Get("on"); ok {
+		on, isObj := v.(*Object)
+		if !isObj {
+			r.errorf(sp, o.Line, "on must be an object of event handlers")
+		} else {
+			for _, ev := range on.AllKeys() {
+				if ev == "" {
+					r.errorf(sp, on.Line, `null events ("") cannot be used as a transition key in XState v5; use always: { ... } instead`)
+					continue
+				}
+				where := fmt.Sprintf("on %q", ev)
+				v, ok := on.Vals[ev]
+				switch {
+				case !ok:
+					// An event mapped to undefined: XState's forbidden
+					// transition, targetless and without actions. It is
+					// selected here, so no ancestor sees the event.
+					d.On = append(d.On, interp.EventDef{Event: ev, Transitions: []*interp.TransitionDef{{}}})
+				case v == nil:
+					r.errorf(sp, on.Line, "%s: a transition cannot be null (XState fails to create the machine); use undefined or {} to forbid the event here, [] for no transition", where)
+				default:
+					d.On = append(d.On, interp.EventDef{Event: ev, Transitions: r.transitions(v, sp, on.Line, where)})
+				}
+			}
+		}
+	}
+	if v, ok := o.Get("always"); ok {
+		d.Always = r.transitions(v, sp, o.Line, "always")
+	}
+	if v, ok := o.Get("onDone"); ok {
+		d.OnDone = r.transitions(v, sp, o.Line, "onDone")
+		if d.Type != interp.Compound && d.Type != interp.Parallel {
+			r.warnf(sp, o.Line, "onDone is ignored: only a compound or parallel state is ever done (XState ignores it too)")
+		}
+	}
+	if v, ok := o.Get("after"); ok {
+		after, isObj := v.(*Object)
+		if !isObj {
+			r.errorf(sp, o.Line, "after must be an object of delays")
+		} else {
+			for _, k := range after.Keys {
+				a := interp.AfterDef{Transitions: r.transitions(after.Vals[k], sp, after.Line, fmt.Sprintf("after %q", k))}
+				if ms, ok := jsNumber(k); ok {
+					a.Ms = ms
+				} else {
+					a.Name = k
+				}
+				d.After = append(d.After, a)
+			}
+		}
+	}
+	if v, ok := o.Get("entry"); ok {
+		d.Entry = r.actions(v, sp, o.Line, "entry")
+	}
+	if v, ok := o.Get("exit"); ok {
+		d.Exit = r.actions(v, sp, o.Line, "exit")
+	}
+	if v, ok := o.Get("invoke"); ok {
+		d.Invoke = r.invokes(v, sp, o.Line)
+	}
+	if v, ok := o.Get("tags"); ok {
+		switch x := v.(type) {
+		case string:
+			d.Tags = []string{x}
+		case []any:
+			for _, t := range x {
+				s, isStr := t.(string)
+				if !isStr {
+					r.errorf(sp, o.Line, "tags must be strings")
+					continue
+				}
+				d.Tags = append(d.Tags, s)
+			}
+		default:
+			r.errorf(sp, o.Line, "tags must be a string or a list of strings")
+		}
+	}
+	if v, ok := o.Get("output"); ok && (root || d.Type == interp.Final) {
+		if e, isFn := r.exprOf(v); isFn {
+			d.Output = e
+		} else {
+			d.Output = r.outputExpr(v)
+		}
+	}
+	if v, ok := o.Get("meta"); ok {
+		d.Meta = Plain(v)
+	}
+	if v, ok := o.Get("description"); ok {
+		d.Description, _ = v.(string)
+	}
+	return d
+}
+
+// outputExpr makes a static output, or a mapper object whose function
+// values are computed (deprecated in XState, still honoured).
+func (r *configReader) outputExpr(v any) *interp.Expr {
+	o, isObj := v.(*Object)
+	if !isObj || r.fns == nil {
+		return interp.Static(Plain(v))
+	}
+	fns := map[string]*interp.Expr{}
+	for _, k := range o.Keys {
+		if e, ok := r.fns.Expr(o.Vals[k]); ok {
+			fns[k] = e
+		}
+	}
+	if len(fns) == 0 {
+		return interp.Static(Plain(v))
+	}
+	return &interp.Expr{Fn: func(a interp.Args, params any) (any, error) {
+		out := make(map[string]any, len(o.Keys))
+		for _, k := range o.Keys {
+			if e, ok := fns[k]; ok {
+				x, err := e.Eval(a, params)
+				if err != nil {
+					return nil, err
+				}
+				out[k] = x
+			} else {
+				out[k] = Plain(o.Vals[k])
+			}
+		}
+		return out, nil
+	}}
+}
+
+func (r *configReader) targets(v any, sp string, line int) []string {
+	switch x := v.(type) {
+	case string:
+		return []string{x}
+	case []any:
+		out := []string{}
+		for _, t := range x {
+			s, ok := t.(string)
+			if !ok {
+				r.errorf(sp, line, "a target must be a string")
+				continue
+			}
+			out = append(out, s)
+		}
+		return out
+	case nil:
+		return nil
+	}
+	r.errorf(sp, line, "a target must be a string or a list of strings")
+	return nil
+}
+
+func (r *configReader) transitions(v any, sp string, line int, where string) []*interp.TransitionDef {
+	var items []any
+	switch x := v.(type) {
+	case []any:
+		items = x
+	case nil:
+		return nil
+	default:
+		items = []any{x}
+	}
+	out := make([]*interp.TransitionDef, 0, len(items))
+	for _, it := range items {
+		t := &interp.TransitionDef{}
+		switch x := it.(type) {
+		case string:
+			// "" is XState's targetless transition (TARGETLESS_KEY).
+			if x != "" {
+				t.Targets = []string{x}
+				t.HasTarget = true
+			}
+		case Undefined:
+			// undefined in a module is targetless too: XState reads it
+			// as {target: undefined}.
+		case *Object:
+			for _, k := range x.Keys {
+				if hint, bad := v4Keys[k]; bad {
+					r.errorf(sp, x.Line, "%s: %q is not an XState v5 transition key: %s", where, k, hint)
+				} else if !transitionKeys[k] {
+					r.warnf(sp, x.Line, "%s: unknown transition key %q is ignored", where, k)
+				}
+			}
+			if tv, ok := x.Get("target"); ok && tv == nil {
+				r.errorf(sp, x.Line, "%s: target cannot be null (XState fails when the transition is taken); leave target out for a targetless transition", where)
+			} else if ok && tv != "" {
+				t.Targets = r.targets(tv, sp, x.Line)
+				t.HasTarget = true
+			}
+			if gv, ok := x.Get("guard"); ok && gv != nil {
+				t.Guard = r.guard(gv, sp, x.Line, where)
+			}
+			if av, ok := x.Get("actions"); ok {
+				t.Actions = r.actions(av, sp, x.Line, where)
+			}
+			if rv, ok := x.Get("reenter"); ok {
+				b, isBool := rv.(bool)
+				if !isBool {
+					r.errorf(sp, x.Line, "%s: reenter must be true or false", where)
+				}
+				t.Reenter = b
+			}
+			if dv, ok := x.Get("description"); ok {
+				t.Description, _ = dv.(string)
+			}
+			if mv, ok := x.Get("meta"); ok {
+				t.Meta = Plain(mv)
+			}
+		default:
+			if r.fns != nil {
+				if _, isAction, _ := r.fns.Action(it); isAction {
+					r.errorf(sp, line, "%s: a transition must be a target string or an object, not a function", where)
+					continue
+				}
+			}
+			r.errorf(sp, line, "%s: a transition must be a target string or an object", where)
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func (r *configReader) actions(v any, sp string, line int, where string) []interp.Action {
+	var items []any
+	switch x := v.(type) {
+	case []any:
+		items = x
+	case nil:
+		return nil
+	default:
+		items = []any{x}
+	}
+	var out []interp.Action
+	for _, it := range items {
+		if a := r.action(it, sp, line, where); a != nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (r *configReader) action(v any, sp string, line int, where string) interp.Action {
+	if _, isList := v.([]any); isList {
+		// XState takes a list inside the list of actions for an action
+		// with no type, which does nothing.
+		r.warnf(sp, line, "%s: a list inside a list of actions is ignored (XState does nothing with it): write its actions in the outer list", where)
+		return nil
+	}
+	var fn func(any) (interp.Action, bool, error)
+	if r.fns != nil {
+		fn = r.fns.Action
+	}
+	return readNamed(r, v, sp, line, where, "action", fn, func(name string, params *interp.Expr) interp.Action {
+		return &interp.NamedAction{Type: name, Params: params}
+	})
+}
+
+// readNamed reads an action or a guard as XState takes one: a name, an
+// object {type, params}, or (in a module) a function or a value the
+// module's resolver knows, which fn converts.
+func readNamed[T any](r *configReader, v any, sp string, line int, where, kind string, fn func(any) (T, bool, error), named func(string, *interp.Expr) T) T {
+	var zero T
+	fromModule := func(line int) (T, bool) {
+		if fn == nil {
+			return zero, false
+		}
+		x, ok, err := fn(v)
+		if ok && err != nil {
+			r.errorf(sp, line, "%s: %v", where, err)
+		}
+		return x, ok
+	}
+	switch x := v.(type) {
+	case string:
+		return named(x, nil)
+	case *Object:
+		tv, _ := x.Get("type")
+		name, ok := tv.(string)
+		if !ok || name == "" {
+			if out, ok := fromModule(x.Line); ok {
+				return out
+			}
+			r.errorf(sp, x.Line, "%s: %s %s object needs a string type", where, article(kind), kind)
+			return zero
+		}
+		var params *interp.Expr
+		if pv, ok := x.Get("params"); ok {
+			params = r.params(pv)
+		}
+		return named(name, params)
+	}
+	if out, ok := fromModule(line); ok {
+		return out
+	}
+	r.errorf(sp, line, "%s: %s %s must be a name or {type, params}", where, article(kind), kind)
+	return zero
+}
+
+func article(word string) string {
+	if strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an"
+	}
+	return "a"
+}
+
+func (r *configReader) params(v any) *interp.Expr {
+	if r.fns != nil {
+		if e, ok := r.fns.ParamsExpr(v); ok {
+			return e
+		}
+	}
+	return interp.Static(Plain(v))
+}
+
+// input is the input of an invoked actor: a value or a function.
+func (r *configReader) input(v any) *interp.Expr {
+	if r.fns != nil {
+		if e, ok := r.fns.InputExpr(v); ok {
+			return e
+		}
+	}
+	return interp.Static(Plain(v))
+}
+
+func (r *configReader) guard(v any, sp string, line int, where string) interp.Guard {
+	var fn func(any) (interp.Guard, bool, error)
+	if r.fns != nil {
+		fn = r.fns.Guard
+	}
+	return readNamed(r, v, sp, line, where, "guard", fn, func(name string, params *interp.Expr) interp.Guard {
+		return &interp.NamedGuard{Type: name, Params: params}
+	})
+}
+
+func (r *configReader) invokes(v any, sp string, line int) []*interp.InvokeDef {
+	var items []any
+	switch x := v.(type) {
+	case []any:
+		items = x
+	default:
+		items = []any{x}
+	}
+	var out []*interp.InvokeDef
+	for _, it := range items {
+		o, ok := it.(*Object)
+		if !ok {
+			r.errorf(sp, line, "invoke must be an object with a src")
+			continue
+		}
+		d := &interp.InvokeDef{}
+		if idv, ok := o.Get("id"); ok {
+			d.ID, _ = idv.(string)
+		}
+		if sv, ok := o.Get("systemId"); ok {
+			d.SystemID, _ = sv.(string)
+		}
+		switch src := o.Vals["src"].(type) {
+		case string:
+			d.Src = src
+		case nil:
+			r.errorf(sp, o.Line, "invoke needs a src")
+		default:
+			if r.fns != nil {
+				if logic, ok := r.fns.InvokeSrc(src); ok {
+					d.Logic = logic
+					break
+				}
+			}
+			r.errorf(sp, o.Line, "invoke src must name an actor")
+		}
+		if iv, ok := o.Get("input"); ok {
+			d.Input = r.input(iv)
+		}
+		where := "invoke " + d.ID
+		if dv, ok := o.Get("onDone"); ok {
+			d.OnDone = r.transitions(dv, sp, o.Line, where+" onDone")
+		}
+		if ev, ok := o.Get("onError"); ok {
+			d.OnError = r.transitions(ev, sp, o.Line, where+" onError")
+		}
+		if snv, ok := o.Get("onSnapshot"); ok {
+			d.OnSnapshot = r.transitions(snv, sp, o.Line, where+" onSnapshot")
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// jsNumber converts a key to a number as JavaScript's Number() does, for
+// the keys of `after`; it reports false for NaN.
+func jsNumber(k string) (float64, bool) {
+	s := strings.TrimSpace(k)
+	if s == "" {
+		return 0, true
+	}
+	switch s {
+	case "Infinity", "+Infinity":
+		return math.Inf(1), true
+	case "-Infinity":
+		return math.Inf(-1), true
+	}
+	if len(s) > 2 && s[0] == '0' {
+		base := 0
+		switch s[1] {
+		case 'x', 'X':
+			base = 16
+		case 'o', 'O':
+			base = 8
+		case 'b', 'B':
+			base = 2
+		}
+		if base != 0 {
+			n, err := strconv.ParseUint(s[2:], base, 64)
+			return float64(n), err == nil
+		}
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
+			return 0, false
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	return f, err == nil
+}
+
+func typeName(t interp.StateType) string { return t.String() }

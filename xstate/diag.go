@@ -1,0 +1,127 @@
+package xstate
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// ErrInvalid is wrapped by every error about a machine file that cannot be
+// loaded.
+var ErrInvalid = errors.New("invalid machine")
+
+// Diagnostic is one problem found in a machine file.
+type Diagnostic struct {
+	File    string
+	Line    int    // 0 when unknown
+	Column  int    // 0 when unknown
+	State   string // the state's path, "(root)" for the root; "" when none
+	Msg     string
+	Warning bool
+	// Source is the text of the line the problem is on, when known: for
+	// the server's log and check, never for MCP clients (Public).
+	Source string
+	// Quotes is set when Msg may quote the file (a parser's own words:
+	// Expected ";" but found "..."): Public leaves out what it quotes.
+	Quotes bool
+}
+
+// String renders the diagnostic for the server's log and check: the file,
+// the line, the state, the message, and the line's text when known.
+func (d Diagnostic) String() string {
+	s := d.render(d.Msg)
+	if d.Source != "" {
+		s += fmt.Sprintf(" (column %d: %s)", d.Column, d.Source)
+	}
+	return s
+}
+
+// Public renders the diagnostic for MCP clients: as String, without the
+// line's text and without what Msg quotes of the file (Quotes).
+func (d Diagnostic) Public() string {
+	msg := d.Msg
+	if d.Quotes {
+		msg = elideQuotes(msg)
+	}
+	return d.render(msg)
+}
+
+func (d Diagnostic) render(msg string) string {
+	var b strings.Builder
+	b.WriteString(d.File)
+	if d.Line > 0 {
+		fmt.Fprintf(&b, ":%d", d.Line)
+	}
+	b.WriteString(": ")
+	if d.Warning {
+		b.WriteString("warning: ")
+	}
+	if d.State != "" {
+		fmt.Fprintf(&b, "state %s: ", d.State)
+	}
+	b.WriteString(msg)
+	return b.String()
+}
+
+// quoted matches what a message quotes: "..." (esbuild, the bundler of
+// package xstate/js, quotes tokens and names so).
+var quoted = regexp.MustCompile(`"[^"]*"`)
+
+// elideQuotes replaces what a message quotes by "…", but for one or two
+// characters (punctuation: Expected ";").
+func elideQuotes(msg string) string {
+	return quoted.ReplaceAllStringFunc(msg, func(q string) string {
+		if len([]rune(q)) <= 4 {
+			return q
+		}
+		return `"…"`
+	})
+}
+
+// LoadError lists the errors that stop a machine file from loading.
+type LoadError struct {
+	File  string
+	Diags []Diagnostic // errors only
+	Err   error        // the error behind them, when there is one
+	// Machine is the id of the machine the file makes, when it was read
+	// that far (it compiled, but its implementations are missing).
+	Machine string
+}
+
+func (e *LoadError) Error() string {
+	lines := make([]string, len(e.Diags))
+	for i, d := range e.Diags {
+		lines[i] = d.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Public renders the error for MCP clients: each diagnostic's Public.
+func (e *LoadError) Public() string {
+	lines := make([]string, len(e.Diags))
+	for i, d := range e.Diags {
+		lines[i] = d.Public()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// PublicError renders a machine file's load error for MCP clients: a
+// LoadError's Public (no line of the file, nothing it quotes of it), any
+// other error as it is.
+func PublicError(err error) string {
+	var le *LoadError
+	if errors.As(err, &le) {
+		return strings.Replace(err.Error(), le.Error(), le.Public(), 1)
+	}
+	return err.Error()
+}
+
+// Unwrap lets errors.Is match ErrInvalid, and the error behind the
+// diagnostics (ErrNoMachine, say).
+func (e *LoadError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrInvalid, e.Err}
+	}
+	return []error{ErrInvalid}
+}

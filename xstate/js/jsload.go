@@ -1,0 +1,221 @@
+package js
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dop251/goja"
+	"github.com/evanw/esbuild/pkg/api"
+
+	"github.com/stategate/stategate/internal/config"
+	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/xstate"
+)
+
+// DefaultTimeout is how long one call into a machine's JavaScript (a
+// guard, an action, an expression) may run before it is interrupted.
+const DefaultTimeout = time.Second
+
+// Host loads JavaScript and TypeScript modules for an xstate.Loader (its
+// Modules), and runs their code in goja runtimes, bounded in time and
+// memory. The zero Host is ready to use; its settings are read as its
+// first module loads, and not changed after.
+type Host struct {
+	// Timeout bounds each call into JavaScript; DefaultTimeout when zero.
+	Timeout time.Duration
+	// Memory is the memory budget of the machines' JavaScript, in bytes:
+	// a call into it (or a module's top-level code, as it loads) is
+	// interrupted once the Go heap has grown by more than this since it
+	// began, and the built-ins that make a string or an array in one step
+	// refuse to make one that could not fit in it (a RangeError).
+	// DefaultMemory when zero. Negative: calls have no budget (for tests
+	// of other things only); the built-ins keep the bounds of
+	// DefaultMemory.
+	Memory int64
+	// Console receives what machines' code writes with console.log and the
+	// like, as log records (log and info at level Info, warn at Warn,
+	// error at Error, debug and trace at Debug); nil discards it.
+	Console *slog.Logger
+
+	once    sync.Once
+	prelude *goja.Program
+	err     error
+
+	dogOnce sync.Once
+	dog     *watchdog // bounds the JavaScript of the host's modules
+}
+
+var _ xstate.Modules = (*Host)(nil)
+
+// watchdog returns the host's watchdog, made with its settings as they
+// are at the first module's load.
+func (h *Host) watchdog() *watchdog {
+	h.dogOnce.Do(func() { h.dog = newWatchdog(h.timeout(), h.memory()) })
+	return h.dog
+}
+
+func (h *Host) memory() int64 {
+	if h.Memory == 0 {
+		return DefaultMemory
+	}
+	return h.Memory
+}
+
+func (h *Host) timeout() time.Duration {
+	if h.Timeout > 0 {
+		return h.Timeout
+	}
+	return DefaultTimeout
+}
+
+// preludeProgram compiles the shim as a script that publishes its API as
+// the global __sgXState (enqueueActions makes actions with it).
+func (h *Host) preludeProgram() (*goja.Program, error) {
+	h.once.Do(func() {
+		res := api.Transform(shimSource, api.TransformOptions{
+			Format: api.FormatIIFE, GlobalName: "__sgXState", Target: api.ES2017, Loader: api.LoaderJS,
+		})
+		if len(res.Errors) > 0 {
+			h.err = fmt.Errorf("the xstate shim: %s", res.Errors[0].Text)
+			return
+		}
+		h.prelude, h.err = goja.Compile("xstate-shim.js", string(res.Code), false)
+	})
+	return h.prelude, h.err
+}
+
+// loadModule bundles and evaluates a module, its files read in root, and
+// returns it with its roots described as Go values.
+func (h *Host) loadModule(root *xstate.Root, file string, roots func(*goja.Runtime, *goja.Object) ([]goja.Value, error)) (*jsModule, []any, error) {
+	b, diags := bundle(file, root)
+	if len(diags) > 0 {
+		return nil, nil, &xstate.LoadError{File: file, Diags: diags}
+	}
+	code, files := b.code, b.files
+	prelude, err := h.preludeProgram()
+	if err != nil {
+		return nil, nil, err
+	}
+	prog, err := goja.Compile(file, rewriteSpreads(code), false)
+	if err != nil {
+		return nil, nil, &xstate.LoadError{File: file, Diags: []xstate.Diagnostic{{File: file, Msg: "cannot compile the bundled module: " + err.Error(), Quotes: true}}}
+	}
+	mod := &jsModule{file: file, files: files, prog: prog, prelude: prelude, dog: h.watchdog(), limits: limitsFor(h.memory()), roots: roots, plainObjects: b.locks, console: h.Console}
+	rt, described, err := mod.newRuntime()
+	if err != nil {
+		// The diagnostic names the file itself.
+		msg := strings.TrimPrefix(err.Error(), file+": ")
+		return nil, nil, &xstate.LoadError{File: file, Diags: []xstate.Diagnostic{{File: file, Msg: msg}}, Err: err}
+	}
+	mod.put(rt)
+	return mod, described, nil
+}
+
+func isMarker(v goja.Value, kind string) bool {
+	o, ok := v.(*goja.Object)
+	if !ok {
+		return false
+	}
+	k := o.Get(shimMark)
+	return k != nil && k.String() == kind
+}
+
+// pickMachine finds the machine a module exports: its default export, or
+// `machine`, or the only machine among its exports (as the oracle does).
+func pickMachine(vm *goja.Runtime, exports *goja.Object) ([]goja.Value, error) {
+	for _, name := range []string{"default", "machine"} {
+		if v := exports.Get(name); isMarker(v, "machine") {
+			return []goja.Value{v}, nil
+		}
+	}
+	var found []goja.Value
+	for _, k := range exports.Keys() {
+		if v := exports.Get(k); isMarker(v, "machine") {
+			found = append(found, v)
+		}
+	}
+	if len(found) == 1 {
+		return found, nil
+	}
+	if len(found) == 0 {
+		return nil, fmt.Errorf("%w (a machine module exports one: as its default export, as `machine`, or as its only machine export)", xstate.ErrNoMachine)
+	}
+	return nil, fmt.Errorf("the module must export exactly one machine (as its default export, as `machine`, or as its only machine export); it exports %d", len(found))
+}
+
+// Files lists the files the module was bundled from, as absolute paths
+// (xstate.FilesHost).
+func (m *jsModule) Files() []string { return m.files }
+
+// pickImplementations finds the implementations a module exports: its
+// default export, else the module itself ({guards, actions, actors,
+// delays}).
+func pickImplementations(vm *goja.Runtime, exports *goja.Object) ([]goja.Value, error) {
+	if v := exports.Get("default"); v != nil && !goja.IsUndefined(v) {
+		return []goja.Value{v}, nil
+	}
+	return []goja.Value{exports}, nil
+}
+
+// LoadMachine loads the machine a module exports (xstate.Modules): the
+// module is bundled with the files it imports, each read through root,
+// and run; names its code does not define are taken from base.
+func (h *Host) LoadMachine(root *xstate.Root, file string, base interp.Implementations) (*interp.Machine, []xstate.Diagnostic, error) {
+	mod, roots, err := h.loadModule(root, file, pickMachine)
+	if err != nil {
+		return nil, nil, err
+	}
+	marker, ok := roots[0].(*jsMarker)
+	if !ok || marker.kind != "machine" {
+		return nil, nil, &xstate.LoadError{File: file, Diags: []xstate.Diagnostic{{File: file, Msg: "the module exports no machine"}}}
+	}
+	r := &jsResolver{mod: mod}
+	cfg, ok := marker.get("config").(*config.Object)
+	if !ok {
+		return nil, nil, &xstate.LoadError{File: file, Diags: []xstate.Diagnostic{{File: file, Msg: "createMachine() needs a config object"}}}
+	}
+	impl, diags := r.implementations(marker.get("implementations"))
+	if len(diags) > 0 {
+		return nil, nil, &xstate.LoadError{File: file, Diags: diags}
+	}
+	return compile(file, cfg, r, config.Merge(base, impl))
+}
+
+// LoadImplementations loads a module whose default export is {guards,
+// actions, actors, delays}, to give a JSON machine (xstate.Modules).
+func (h *Host) LoadImplementations(root *xstate.Root, file string) (interp.Implementations, error) {
+	mod, roots, err := h.loadModule(root, file, pickImplementations)
+	if err != nil {
+		return interp.Implementations{}, err
+	}
+	impl, diags := (&jsResolver{mod: mod}).implementations(roots[0])
+	if len(diags) > 0 {
+		return interp.Implementations{}, &xstate.LoadError{File: file, Diags: diags}
+	}
+	return impl, nil
+}
+
+// compile compiles a config a module built, its functions resolved by
+// fns, as xstate compiles a JSON config.
+func compile(file string, cfg *config.Object, fns config.Funcs, impl interp.Implementations) (*interp.Machine, []xstate.Diagnostic, error) {
+	m, warns, errs := config.Compile(file, cfg, fns, impl)
+	if len(errs) > 0 {
+		return nil, diagnostics(warns), &xstate.LoadError{File: file, Diags: diagnostics(errs)}
+	}
+	return m, diagnostics(warns), nil
+}
+
+// diagnostics converts the config reader's problems.
+func diagnostics(ps []config.Problem) []xstate.Diagnostic {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([]xstate.Diagnostic, len(ps))
+	for i, p := range ps {
+		out[i] = xstate.Diagnostic{File: p.File, Line: p.Line, State: p.State, Msg: p.Msg, Warning: p.Warning}
+	}
+	return out
+}
