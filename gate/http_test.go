@@ -3,6 +3,7 @@ package gate_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -224,4 +225,23 @@ func TestHTTPTransport(t *testing.T) {
 			t.Error("no list_changed on the GET stream within 5 s")
 		}
 	})
+}
+
+// TestListChangedIsNeverDropped calls a tool that changes the caller's
+// list many times: each answer carries its list_changed (mcp-go's
+// transport could drop it when the answer was written first).
+func TestListChangedIsNeverDropped(t *testing.T) {
+	url, _ := setup(t)
+	id, _ := rawSession(t, url, "2025-06-18")
+	for i := range 60 {
+		tool := "invoice_submit"
+		if i%2 == 1 {
+			tool = "invoice_request_changes"
+		}
+		res := rawPost(t, url, id, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{"reason":"r"}}}`, i+10, tool), nil)
+		msgs := responseMessages(t, res)
+		if len(msgs) != 2 || msgs[0]["method"] != "notifications/tools/list_changed" {
+			t.Fatalf("call %d (%s): %v, want list_changed then the result", i, tool, msgs)
+		}
+	}
 }
