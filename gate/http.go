@@ -16,6 +16,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -224,7 +225,52 @@ func (h *HTTPHandler) post(w http.ResponseWriter, r *http.Request) {
 		defer u.inflight.Add(-1)
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	h.inner.ServeHTTP(w, r)
+	aw := &answerWriter{ResponseWriter: w}
+	h.inner.ServeHTTP(aw, r.WithContext(context.WithValue(r.Context(), answerKey{}, aw)))
+}
+
+// answerWriter is a POST's response writer, counting the writes: a
+// notification sent to the session of a request under way is written to
+// its answer by a goroutine of mcp-go's, which (in v1.2.1) drops one it
+// has taken but not yet written when the answer itself is written first;
+// the gate waits for that write before it returns to mcp-go (await).
+type answerWriter struct {
+	http.ResponseWriter
+	writes atomic.Uint64
+}
+
+// answerKey carries a request's answerWriter in its context.
+type answerKey struct{}
+
+func (w *answerWriter) Write(p []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(p)
+	w.writes.Add(1)
+	return n, err
+}
+
+func (w *answerWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// written returns the writes so far (0 for a nil writer).
+func (w *answerWriter) written() uint64 {
+	if w == nil {
+		return 0
+	}
+	return w.writes.Load()
+}
+
+// await waits, at most a few milliseconds, for a write after the first
+// before ones.
+func (w *answerWriter) await(before uint64) {
+	deadline := time.Now().Add(5 * time.Millisecond)
+	for w.writes.Load() == before && time.Now().Before(deadline) {
+		runtime.Gosched()
+	}
 }
 
 // metaProtocolVersion is the protocol version a message's params name in

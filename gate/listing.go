@@ -2,7 +2,6 @@ package gate
 
 import (
 	"context"
-	"runtime"
 	"errors"
 	"slices"
 	"sort"
@@ -178,28 +177,16 @@ func (g *Gate) refreshSession(ctx context.Context, s *session) {
 	if srv == nil {
 		return
 	}
+	// The answer to the session's own request must carry the
+	// notification: see answerWriter.
+	w, _ := ctx.Value(answerKey{}).(*answerWriter)
+	written := w.written()
 	if err := srv.SendNotificationToSpecificClient(s.id, "notifications/tools/list_changed", nil); err != nil {
 		s.notified.Store(false) // not told: the next change tries again
 		g.log.Debug("cannot notify session", "session", s.name, "err", err)
 		return
 	}
-	if cs := server.ClientSessionFromContext(ctx); cs != nil && cs.SessionID() == s.id {
-		handedOver(cs)
+	if cs := server.ClientSessionFromContext(ctx); w != nil && cs != nil && cs.SessionID() == s.id {
+		w.await(written)
 	}
-}
-
-// handedOver waits, briefly, until a notification sent to the session of
-// the request under way has left its channel, and then lets the goroutine
-// that took it run. mcp-go's Streamable HTTP transport (v1.2.1) forwards
-// the notifications of a POST's session from a goroutine of its own, which
-// drops one it has taken but not yet written when the request's answer is
-// written first: the answer then lacks the list_changed ahead of it (seen
-// in about one call in twenty on two cores). Once the forwarder has the
-// notification it only needs a lock that is free while the request runs.
-func handedOver(cs server.ClientSession) {
-	ch := cs.NotificationChannel()
-	for i := 0; len(ch) > 0 && i < 200; i++ {
-		runtime.Gosched()
-	}
-	runtime.Gosched()
 }
