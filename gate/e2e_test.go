@@ -115,7 +115,10 @@ type mcpClient struct {
 func connect(t *testing.T, url string) *mcpClient {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	c, err := client.NewStreamableHttpClient(url, transport.WithContinuousListening(), transport.WithLogger(quiet))
+	// The session-based revisions' GET stream is what these tests look
+	// at (the gate serves 2025-11-25 over HTTP).
+	//lint:ignore SA1019 deprecated for 2026-07-28 only
+	c, err := client.NewStreamableHttpClient(url, transport.WithContinuousListening(), transport.WithHTTPLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1025,6 +1025,7 @@ func (a *Actor) System(systemID string) *Actor {
 func (a *Actor) register(systemID string) error {
 	r := a.root()
 	if other := r.system[systemID]; other != nil && other != a {
+		//lint:ignore ST1005 XState's own wording, which traces and users see
 		return fmt.Errorf("Actor with system ID '%s' already exists.", systemID)
 	}
 	if r.system == nil {

@@ -296,6 +296,7 @@ func (st *stepper) resolveChildAction(s *Snapshot, ev Event, a Action, params an
 				if to == nil && id == t && st.invokes(id) {
 					child = id
 				} else if to == nil {
+					//lint:ignore ST1005 XState's own wording, which traces and users see
 					return nil, fmt.Errorf("Unable to send event to actor '%s' from machine '%s'.", t, s.Machine.ID)
 				}
 			}
@@ -337,6 +338,7 @@ func (st *stepper) resolveChildAction(s *Snapshot, ev Event, a Action, params an
 // errNoParent is XState's error for a sendParent from an actor that has no
 // parent (a root actor).
 func errNoParent(s *Snapshot) error {
+	//lint:ignore ST1005 XState's own wording, which traces and users see
 	return fmt.Errorf("Unable to send event to actor '#_parent' from machine '%s'.", s.Machine.ID)
 }
 

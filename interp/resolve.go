@@ -84,6 +84,7 @@ func (st *stepper) resolveAction(s *Snapshot, ev Event, a Action, params any) (*
 		st.effects = append(st.effects, Effect{Kind: EffectExec, exec: func() error { return a.Fn(args, params) }})
 	case *AssignAction:
 		if s.Context == nil {
+			//lint:ignore ST1005 XState's own wording, which traces and users see
 			return nil, errors.New("Cannot assign to undefined `context`. Ensure that `context` is defined in the machine config.")
 		}
 		st.impure = true
@@ -213,6 +214,7 @@ func toEvent(v any, what string) (Event, error) {
 			return ev, nil
 		}
 	case string:
+		//lint:ignore ST1005 XState's own wording, which traces and users see
 		return Event{}, fmt.Errorf("Only event objects may be used with %s; use %s({ type: %q }) instead", what, what, e)
 	}
 	return Event{}, fmt.Errorf("%s: the event must be an object with a string type, not %T", what, v)

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 )
@@ -217,16 +216,4 @@ func testDeleteAndList(t *testing.T, s Store) {
 	if trail, err := s.Audit(ctx, gone, 0); err != nil || len(trail) != 1 || trail[0].Tool != "again" || trail[0].Version != 1 {
 		t.Fatalf("trail after starting again: %+v %v", trail, err)
 	}
-}
-
-// testLog logs to the test's log.
-func testLog(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, nil))
-}
-
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }

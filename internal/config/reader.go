@@ -152,15 +152,6 @@ func (r *configReader) warnf(state string, line int, format string, args ...any)
 	r.diags = append(r.diags, Problem{File: r.file, Line: line, State: state, Msg: fmt.Sprintf(format, args...), Warning: true})
 }
 
-func (r *configReader) failed() bool {
-	for _, d := range r.diags {
-		if !d.Warning {
-			return true
-		}
-	}
-	return false
-}
-
 // Keys that XState v4 used and v5 no longer reads, with what replaced them.
 var v4Keys = map[string]string{
 	"cond":                       "use `guard` (XState v5)",

@@ -41,10 +41,6 @@ func symlink(t *testing.T, target, link string) {
 	}
 }
 
-const okModule = `import { createMachine } from 'xstate';
-export default createMachine({ id: 'ok', initial: 'a', states: { a: {} } });
-`
-
 // TestModuleFilesOnlyRegular checks that a module, or an implementations
 // module, that is a FIFO is refused at once, not waited on.
 func TestModuleFilesOnlyRegular(t *testing.T) {

@@ -307,7 +307,7 @@ func (x *sandbox) strings() error {
 			if total += strlen(s); float64(total) > max {
 				x.tooLong()
 			}
-			b.WriteString(s.(goja.String))
+			b.WriteString(s)
 		}
 		for i := range n {
 			add(r.Get(indexKey(i)))

@@ -11,7 +11,6 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -725,37 +724,6 @@ func number(f float64) any {
 		return smallNumbers[int(f)]
 	}
 	return f
-}
-
-// dropUndefined removes from v, the export of o, the object properties
-// that are undefined in o, which Export made nil: JSON (and so XState's
-// context as a trace shows it) has no such keys. An array keeps them as
-// null, as JSON does.
-func dropUndefined(o *goja.Object, v any) {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			switch e.(type) {
-			case nil:
-				if p := o.Get(k); p == nil || goja.IsUndefined(p) {
-					delete(x, k)
-				}
-			case map[string]any, []any:
-				if po, ok := o.Get(k).(*goja.Object); ok {
-					dropUndefined(po, e)
-				}
-			}
-		}
-	case []any:
-		for i, e := range x {
-			switch e.(type) {
-			case map[string]any, []any:
-				if po, ok := o.Get(strconv.Itoa(i)).(*goja.Object); ok {
-					dropUndefined(po, e)
-				}
-			}
-		}
-	}
 }
 
 // normalize turns what goja's Export gives into JSON-like values, as

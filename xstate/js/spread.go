@@ -186,6 +186,7 @@ func collectSpreads(v reflect.Value, out *[]*ast.ArrayLiteral, seen map[uintptr]
 func installSpread(vm *goja.Runtime, lim sandboxLimits, tooMany func()) error {
 	from, ok := goja.AssertFunction(vm.Get("Array").ToObject(vm).Get("from"))
 	if !ok {
+		//lint:ignore ST1005 JavaScript's own wording, as V8 says it
 		return errors.New("Array.from is not a function")
 	}
 	// appendSpread appends the elements v spreads to, with room for extra
