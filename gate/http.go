@@ -226,6 +226,7 @@ func (h *HTTPHandler) post(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	aw := &answerWriter{ResponseWriter: w}
+	defer aw.finish()
 	h.inner.ServeHTTP(aw, r.WithContext(context.WithValue(r.Context(), answerKey{}, aw)))
 }
 
@@ -237,20 +238,59 @@ func (h *HTTPHandler) post(w http.ResponseWriter, r *http.Request) {
 type answerWriter struct {
 	http.ResponseWriter
 	writes atomic.Uint64
+
+	// mu orders the writer's use: mcp-go writes from two goroutines
+	// (under its own lock), and a delayed flush from a third.
+	mu      sync.Mutex
+	flusher *time.Timer // a flush due, nil when none
+	done    bool        // the handler returned: net/http has the writer back
 }
+
+// flushDelay is how long a flush of an answer's events waits for more:
+// mcp-go flushes each event of an answer (a notification, then the
+// result), one write each; an answer whose result follows at once goes
+// out in one write, and an event of a slow call still goes out soon.
+const flushDelay = time.Millisecond
 
 // answerKey carries a request's answerWriter in its context.
 type answerKey struct{}
 
 func (w *answerWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
 	n, err := w.ResponseWriter.Write(p)
+	w.mu.Unlock()
 	w.writes.Add(1)
 	return n, err
 }
 
+// Flush flushes what was written within flushDelay, or when the answer
+// ends (net/http flushes then), whichever comes first.
 func (w *answerWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.flusher == nil && !w.done {
+		w.flusher = time.AfterFunc(flushDelay, w.flushNow)
+	}
+}
+
+func (w *answerWriter) flushNow() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.flusher = nil
+	if f, ok := w.ResponseWriter.(http.Flusher); ok && !w.done {
 		f.Flush()
+	}
+}
+
+// finish hands the writer back to net/http: no delayed flush may use it
+// after the handler returns.
+func (w *answerWriter) finish() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.done = true
+	if w.flusher != nil {
+		w.flusher.Stop()
+		w.flusher = nil
 	}
 }
 
