@@ -1,0 +1,372 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// ErrUnavailable is the error of a call to a server that cannot take it:
+// not configured, not up (starting, restarting, exited, unreachable) or
+// stopped while the call ran. It comes wrapped with the server's name and
+// why.
+var ErrUnavailable = errors.New("upstream unavailable")
+
+// ErrTimeout is the error of a call the server did not answer within its
+// Timeout; errors.Is finds context.DeadlineExceeded in it too.
+var ErrTimeout = errors.New("upstream call timed out")
+
+// RPCError is a JSON-RPC error the server answered a call with. It wraps
+// the error mcp-go makes of it (mcp.ErrMethodNotFound, ...).
+type RPCError struct {
+	Server  string
+	Code    int
+	Message string
+	Data    any
+	err     error
+}
+
+func (e *RPCError) Error() string {
+	return fmt.Sprintf("upstream %q answered error %d: %s", e.Server, e.Code, e.Message)
+}
+
+func (e *RPCError) Unwrap() error { return e.err }
+
+type timeoutError struct {
+	server  string
+	timeout time.Duration
+}
+
+func (e *timeoutError) Error() string {
+	return fmt.Sprintf("%v: %q gave no answer within its timeout of %v", ErrTimeout, e.server, e.timeout)
+}
+
+func (e *timeoutError) Is(target error) bool {
+	return target == ErrTimeout || target == context.DeadlineExceeded
+}
+
+func unavailable(server, why string) error {
+	return fmt.Errorf("%w: %q: %s", ErrUnavailable, server, why)
+}
+
+var (
+	errStopped  = errors.New("stopped")
+	errDeadline = errors.New("deadline") // the cause of a call's own deadline
+)
+
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 30 * time.Second
+	resetAfter = 10 * time.Second // up this long, the next restart is quick again
+	grace      = 2 * time.Second  // a child's time to exit after its stdin closes, then after SIGTERM
+)
+
+// Options configure a Manager.
+type Options struct {
+	Log *slog.Logger // nil: slog.Default()
+	// OnChange is called, never under a lock of the Manager's and one call
+	// at a time, after the tools of a server changed: it came up, came back,
+	// said its list changed, went down, or was stopped or removed. Changes
+	// close together may be told once.
+	OnChange func()
+}
+
+// Manager runs the servers of an upstreams file and forwards calls to
+// them. Its methods are safe for concurrent use.
+type Manager struct {
+	log      *slog.Logger
+	onChange func()
+	grace    time.Duration
+
+	changed      chan struct{} // a change not yet told; capacity 1
+	quit         chan struct{}
+	notifierDone chan struct{}
+
+	mu      sync.Mutex
+	servers map[string]*server
+	closed  bool
+}
+
+// New returns a Manager with no servers; Apply gives it some.
+func New(o Options) *Manager {
+	m := &Manager{
+		log:          o.Log,
+		onChange:     o.OnChange,
+		grace:        grace,
+		changed:      make(chan struct{}, 1),
+		quit:         make(chan struct{}),
+		notifierDone: make(chan struct{}),
+		servers:      map[string]*server{},
+	}
+	if m.log == nil {
+		m.log = slog.Default()
+	}
+	go m.notifier()
+	return m
+}
+
+func (m *Manager) notifier() {
+	defer close(m.notifierDone)
+	for {
+		select {
+		case <-m.changed:
+			if m.onChange != nil {
+				m.onChange()
+			}
+		case <-m.quit:
+			select {
+			case <-m.changed:
+				if m.onChange != nil {
+					m.onChange()
+				}
+			default:
+			}
+			return
+		}
+	}
+}
+
+func (m *Manager) changedNow() {
+	select {
+	case m.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Apply makes the running servers those of c: it starts the new entries,
+// stops the removed ones and restarts the changed ones; the others are
+// left alone. It does not wait for servers to come up (see Ready). ctx
+// gives its values, not its end, to the servers.
+func (m *Manager) Apply(ctx context.Context, c *Config) {
+	base := context.WithoutCancel(ctx)
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	changed := false
+	for _, name := range slices.Sorted(maps.Keys(m.servers)) {
+		s := m.servers[name]
+		n, ok := c.Servers[name]
+		if ok && n.Equal(s.cfg) {
+			continue
+		}
+		s.stop()
+		delete(m.servers, name)
+		changed = true
+		if ok {
+			m.log.Info("restarting upstream: its entry changed", "upstream", name)
+			m.servers[name] = m.newServer(base, n, s.done)
+		} else {
+			m.log.Info("stopping upstream: its entry was removed", "upstream", name)
+		}
+	}
+	for _, name := range c.sortedNames() {
+		if _, ok := m.servers[name]; !ok {
+			m.servers[name] = m.newServer(base, c.Servers[name], nil)
+			changed = true
+		}
+	}
+	m.mu.Unlock()
+	if changed {
+		m.changedNow()
+	}
+}
+
+// Ready waits until every server configured now has been tried once (it
+// came up or failed to), or ctx ends.
+func (m *Manager) Ready(ctx context.Context) error {
+	m.mu.Lock()
+	var tried []chan struct{}
+	for _, s := range m.servers {
+		tried = append(tried, s.tried)
+	}
+	m.mu.Unlock()
+	for _, t := range tried {
+		select {
+		case <-t:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Close stops every server and waits for them: a child process has its
+// stdin closed, then after a grace period SIGTERM, then SIGKILL (its
+// process group, on Unix); an HTTP session is ended. Calls in flight fail
+// with ErrUnavailable. The Manager takes no more servers.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	servers := m.servers
+	m.servers = map[string]*server{}
+	m.mu.Unlock()
+	for _, s := range servers {
+		s.stop()
+	}
+	for _, s := range servers {
+		<-s.done
+	}
+	m.changedNow()
+	close(m.quit)
+	<-m.notifierDone
+	return nil
+}
+
+// Tool is a tool and the server that offers it.
+type Tool struct {
+	Server string
+	Tool   mcp.Tool
+}
+
+// ServerStatus is what Servers tells of one server.
+type ServerStatus struct {
+	Name   string
+	Up     bool
+	Err    string // why it is down ("" while up)
+	Expose string
+	Tools  []mcp.Tool // the last list it gave, kept while it is down
+}
+
+// Servers returns the configured servers, sorted by name.
+func (m *Manager) Servers() []ServerStatus {
+	m.mu.Lock()
+	servers := make([]*server, 0, len(m.servers))
+	for _, s := range m.servers {
+		servers = append(servers, s)
+	}
+	m.mu.Unlock()
+	out := make([]ServerStatus, 0, len(servers))
+	for _, s := range servers {
+		s.mu.Lock()
+		st := ServerStatus{Name: s.cfg.Name, Up: s.conn != nil, Expose: s.cfg.Expose, Tools: slices.Clone(s.tools)}
+		if s.conn == nil {
+			st.Err = s.why
+		}
+		s.mu.Unlock()
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b ServerStatus) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Tools returns the last list of tools the server gave (kept while it is
+// down); false if no such server is configured.
+func (m *Manager) Tools(server string) ([]mcp.Tool, bool) {
+	s := m.server(server)
+	if s == nil {
+		return nil, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.tools), true
+}
+
+func (m *Manager) server(name string) *server {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.servers[name]
+}
+
+type notifyKey struct{}
+
+// WithNotify returns a context whose calls relay the server's
+// notifications/progress for the call's progress token, and its
+// notifications/message, to f. f runs on the connection's reader: it must
+// not block.
+func WithNotify(ctx context.Context, f func(method string, params map[string]any)) context.Context {
+	return context.WithValue(ctx, notifyKey{}, f)
+}
+
+// Call calls a tool of a server, under the server's Timeout, with the
+// request as it is (its progress token included). A result with isError
+// is a result; a JSON-RPC error is an *RPCError; a server that cannot
+// take the call gives ErrUnavailable, one that does not answer in time
+// ErrTimeout. When ctx ends first the server is sent
+// notifications/cancelled for the call, and Call returns ctx's error.
+func (m *Manager) Call(ctx context.Context, server string, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	s := m.server(server)
+	if s == nil {
+		return nil, unavailable(server, "not configured")
+	}
+	s.mu.Lock()
+	cn, why, timeout := s.conn, s.why, s.cfg.Timeout
+	if cn == nil {
+		s.mu.Unlock()
+		return nil, unavailable(server, why)
+	}
+	cl := &call{sink: notifyFrom(ctx)}
+	if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
+		cl.token = tokenKey(req.Params.Meta.ProgressToken)
+	}
+	s.calls[cl] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.calls, cl)
+		s.mu.Unlock()
+	}()
+
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(cn.ctx, func() { cancel(errStopped) })()
+	tctx, tcancel := context.WithTimeoutCause(cctx, timeout, errDeadline)
+	defer tcancel()
+	note := &callNote{}
+	res, err := cn.c.CallTool(context.WithValue(tctx, callNoteKey{}, note), req)
+	if err == nil {
+		return res, nil
+	}
+	var te *transport.Error
+	switch {
+	case note.rpcErr != nil:
+		return nil, &RPCError{Server: server, Code: note.rpcErr.Code, Message: note.rpcErr.Message, Data: note.rpcErr.Data, err: err}
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("upstream %q: call to %s: %w", server, req.Params.Name, ctx.Err())
+	case cn.ctx.Err() != nil:
+		return nil, unavailable(server, context.Cause(cn.ctx).Error())
+	case errors.Is(context.Cause(tctx), errDeadline):
+		return nil, &timeoutError{server: server, timeout: timeout}
+	case errors.As(err, &te):
+		cn.failed(fmt.Errorf("connection failed: %w", te.Err))
+		return nil, fmt.Errorf("%w: %q: %w", ErrUnavailable, server, te.Err)
+	}
+	return nil, fmt.Errorf("upstream %q: call to %s: %w", server, req.Params.Name, err)
+}
+
+func notifyFrom(ctx context.Context) func(string, map[string]any) {
+	f, _ := ctx.Value(notifyKey{}).(func(string, map[string]any))
+	return f
+}
+
+// tokenKey is a progress token as JSON, so that the 7 a caller gave and
+// the 7.0 a notification brings back are the same.
+func tokenKey(t mcp.ProgressToken) string {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Sprint(t)
+	}
+	return string(b)
+}
