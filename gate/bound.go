@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -37,6 +38,10 @@ type Binding struct {
 	states     []string
 	event      string
 	errorEvent string
+	// fromMachine is set on a binding a machine file made (an event
+	// bound to an upstream tool): the gate registers its tool, and
+	// removes it when it is gone.
+	fromMachine bool
 }
 
 // Tool makes a tool with a Go handler, to bind to states (BindState): it
@@ -119,7 +124,13 @@ func (g *Gate) listedTool(b *Binding, m *Workflow) mcp.Tool {
 	case g.srv.Load() != nil && g.srv.Load().GetTool(b.name) != nil:
 		t = g.srv.Load().GetTool(b.name).Tool
 	}
-	if m.HandleKey == "" {
+	return withHandleArg(t, m.HandleKey)
+}
+
+// withHandleArg adds the handle argument to a tool's input schema, unless
+// there is no handle key or the schema takes it already.
+func withHandleArg(t mcp.Tool, handleKey string) mcp.Tool {
+	if handleKey == "" {
 		return t
 	}
 	data, err := json.Marshal(t)
@@ -133,17 +144,17 @@ func (g *Gate) listedTool(b *Binding, m *Workflow) mcp.Tool {
 		raw.Schema = map[string]any{"type": "object"}
 	}
 	props, _ := raw.Schema["properties"].(map[string]any)
-	if _, has := props[m.HandleKey]; has {
+	if _, has := props[handleKey]; has {
 		return t
 	}
 	props = maps.Clone(props)
 	if props == nil {
 		props = map[string]any{}
 	}
-	props[m.HandleKey] = handleProperty()
+	props[handleKey] = handleProperty()
 	raw.Schema["properties"] = props
 	req, _ := raw.Schema["required"].([]any)
-	raw.Schema["required"] = append([]any{m.HandleKey}, req...)
+	raw.Schema["required"] = append([]any{handleKey}, req...)
 	schema, _ := json.Marshal(raw.Schema)
 	t.InputSchema, t.RawInputSchema = mcp.ToolInputSchema{}, schema
 	return t
@@ -191,40 +202,58 @@ func (g *Gate) callBound(ctx context.Context, ref *toolRef, req mcp.CallToolRequ
 	b, m := ref.binding, ref.m
 	args, bad := toolArgs(req)
 	if bad != nil {
-		return bad, nil
+		return g.fitOutput(ref.full, bad), nil
 	}
 	handle, bad := g.handleOf(ctx, m, args)
 	if bad != nil {
-		return bad, nil
+		return g.fitOutput(ref.full, bad), nil
 	}
 	unlock := g.inst.locks.lock(instanceKey(m, handle))
 	defer unlock()
 	in, err := g.inst.load(ctx, m, handle)
 	if err != nil {
-		return errorResult("ERROR", "ERROR: "+err.Error(), nil), nil
+		return g.fitOutput(ref.full, errorResult("ERROR", "ERROR: "+err.Error(), nil)), nil
 	}
 	if v := g.view(in); !contains(v.tools, b.name) {
-		return refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", b.name, stateString(in.snap)), m, handle, v), nil
+		return g.fitOutput(ref.full, refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", b.name, stateString(in.snap)), m, handle, v)), nil
+	}
+	// The handler's side effects cannot be undone: an intent goes to the
+	// audit trail first, and what ends it (the transition, or a note that
+	// none was made) settles it. A crash in between leaves it in doubt,
+	// for the status tool and `state show` to show: each call moves the
+	// machine at most once.
+	session := g.sessionNameOf(ctx)
+	intent, err := g.inst.intend(ctx, m, handle, b.name, session, b.event, callArgs(args, m.HandleKey))
+	if err != nil {
+		return g.fitOutput(ref.full, saveFailed(b.name, in.snap, err)), nil
 	}
 	res, herr := next(context.WithValue(ctx, stateKey{}, in.state()), req)
 	var ev interp.Event
 	switch {
 	case herr == nil && res != nil && !res.IsError:
-		data := map[string]any{}
-		for k, v := range args {
-			if k != "type" && k != m.HandleKey {
-				data[k] = v
-			}
-		}
+		data := callArgs(args, m.HandleKey)
 		data["output"] = outputOf(res)
 		ev = interp.Event{Type: b.event, Data: data}
 	case b.errorEvent != "":
 		ev = interp.Event{Type: b.errorEvent, Data: map[string]any{"error": failureOf(res, herr)}}
 	default:
-		return res, herr // nothing sent: the instance stays
+		// Nothing sent: the instance stays.
+		if err := g.inst.settle(context.WithoutCancel(ctx), m, handle, b.name, session, intent, "failed, no event sent: "+brief(failureOf(res, herr))); err != nil {
+			g.log.Warn("cannot settle intent", "tool", b.name, "machine", m.ID, "handle", handle, "err", err)
+		}
+		return res, herr
 	}
-	audit := &store.AuditEntry{Tool: b.name, Event: ev.Object(), Session: g.sessionNameOf(ctx)}
-	saved, _, aerr := g.inst.apply(ctx, m, handle, ev, audit, nil)
+	audit := &store.AuditEntry{Tool: b.name, Event: ev.Object(), Session: session, Settles: intent}
+	// The side effect happened: the event is stored even if the client
+	// went away meanwhile.
+	saved, _, aerr := g.inst.apply(context.WithoutCancel(ctx), m, handle, ev, audit, nil)
+	if aerr != nil && !errors.As(aerr, new(*saveError)) {
+		// The machine did not take it (a guard, a failed step): known,
+		// not in doubt.
+		if err := g.inst.settle(context.WithoutCancel(ctx), m, handle, b.name, session, intent, fmt.Sprintf("done, but %s was not taken: %s", ev.Type, brief(aerr.Error()))); err != nil {
+			g.log.Warn("cannot settle intent", "tool", b.name, "machine", m.ID, "handle", handle, "err", err)
+		}
+	}
 	if res == nil {
 		return res, herr
 	}
@@ -239,6 +268,18 @@ func (g *Gate) callBound(ctx context.Context, ref *toolRef, req mcp.CallToolRequ
 		meta = map[string]any{"machine": m.ID, "handle": handle, "state": v.snap.Value(), "status": v.snap.Status.String(), "tools": v.tools}
 	}
 	return withNote(res, note, meta), herr
+}
+
+// callArgs are a call's arguments as its event carries them: without the
+// handle argument and "type".
+func callArgs(args map[string]any, handleKey string) map[string]any {
+	data := make(map[string]any, len(args)+1)
+	for k, v := range args {
+		if k != "type" && k != handleKey {
+			data[k] = v
+		}
+	}
+	return data
 }
 
 // toolArgs returns a call's arguments, or the answer to arguments that

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -48,6 +49,8 @@ func (g *Gate) handleTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 		return bad, nil
 	}
 	switch ref.kind {
+	case stateTool:
+		return g.callState(ctx, ref, handle, req)
 	case statusTool:
 		return g.status(ctx, m, handle)
 	case resetTool:
@@ -147,6 +150,16 @@ func (g *Gate) status(ctx context.Context, m *Workflow, handle string) (*mcp.Cal
 	}
 	if in.migrated != nil {
 		sc["migrated"] = in.migrated
+	}
+	if doubt, err := g.inst.inDoubt(ctx, m, handle); err == nil && len(doubt) > 0 {
+		list := make([]map[string]any, len(doubt))
+		for i, e := range doubt {
+			list[i] = map[string]any{"tool": e.Tool, "arguments": e.Intent.Arguments, "event": e.Intent.Event, "time": e.Time, "version": e.Version}
+		}
+		sc["inDoubt"] = list
+		res.Content = append(res.Content, mcp.NewTextContent(fmt.Sprintf(
+			"In doubt: %d call(s) of a bound tool began and never ended (the server stopped during them, latest %s at %s): their side effects may have happened, and the workflow did not move. Check before calling again.",
+			len(doubt), doubt[len(doubt)-1].Tool, doubt[len(doubt)-1].Time.Format(time.RFC3339))))
 	}
 	if lerr := g.loadError(m); lerr != nil {
 		public := g.publicError(lerr)

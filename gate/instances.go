@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,6 +38,9 @@ type Instances struct {
 
 	sched *scheduler
 
+	// run names this process in the intents it writes (store.Intent.Run).
+	run string
+
 	// changed, when set, is told of every instance that changed (a call,
 	// a timer, a Send): the gate tells the sessions that see it.
 	changed func(ctx context.Context, w *Workflow, handle string)
@@ -56,7 +60,7 @@ type InstancesOptions struct {
 
 // NewInstances makes Instances with no workflow yet (see SetWorkflows).
 func NewInstances(o InstancesOptions) *Instances {
-	x := &Instances{store: o.Store, log: o.Logger, timeout: o.EventTimeout, cache: map[store.Key]*instance{}, sched: newScheduler()}
+	x := &Instances{store: o.Store, log: o.Logger, timeout: o.EventTimeout, cache: map[store.Key]*instance{}, sched: newScheduler(), run: rand.Text()[:16]}
 	if x.store == nil {
 		x.store = store.NewMemory()
 	}
@@ -562,6 +566,55 @@ func (x *Instances) apply(ctx context.Context, w *Workflow, handle string, ev in
 		return saved, out.emitted, nil
 	}
 }
+
+// intend writes an intent to an instance's audit trail, whose lock the
+// caller holds, before a bound tool's handler runs: the instance is
+// stored as it is (started, if it was not yet) with the entry, and the
+// intent's version is returned for the entry that settles it.
+func (x *Instances) intend(ctx context.Context, w *Workflow, handle, tool, session, event string, args map[string]any) (uint64, error) {
+	in, err := x.load(ctx, w, handle)
+	if err != nil {
+		return 0, err
+	}
+	entry := &store.AuditEntry{Tool: tool, Session: session, Intent: &store.Intent{Arguments: args, Event: event, Run: x.run}}
+	saved, err := x.save(ctx, in, in.snap, in.timers, entry)
+	if err != nil {
+		return 0, err
+	}
+	return saved.version, nil
+}
+
+// settle ends an intent that made no transition, with a note of why,
+// under the instance's lock.
+func (x *Instances) settle(ctx context.Context, w *Workflow, handle, tool, session string, intent uint64, note string) error {
+	in, err := x.load(ctx, w, handle)
+	if err != nil {
+		return err
+	}
+	_, err = x.save(ctx, in, in.snap, in.timers, &store.AuditEntry{Tool: tool, Session: session, Settles: intent, Note: note})
+	return err
+}
+
+// inDoubt returns an instance's intents that nothing settled and that no
+// call of this process is working on: their side effect may have
+// happened, and the machine did not move.
+func (x *Instances) inDoubt(ctx context.Context, w *Workflow, handle string) ([]store.AuditEntry, error) {
+	trail, err := x.store.Audit(ctx, instanceKey(w, handle), intentWindow)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.AuditEntry
+	for _, e := range store.Unsettled(trail) {
+		if e.Intent.Run != x.run {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// intentWindow is how far back in an instance's audit trail intents are
+// looked for.
+const intentWindow = 200
 
 // saveError is the error of an event whose new state could not be
 // stored, with the instance as it was.

@@ -137,8 +137,46 @@ type AuditEntry struct {
 	// transition).
 	Migrated *Migration `json:"migrated,omitempty"`
 	// Note says who or what made an entry that no tool call made (an
-	// operator's reset).
+	// operator's reset), or how an intent ended without a transition.
 	Note string `json:"note,omitempty"`
+	// Intent, when set, makes the entry an intent: written before a
+	// bound tool's handler runs (a call forwarded to an upstream server,
+	// a Go function), whose side effects the store cannot undo. The entry
+	// that ends it (the transition, or a note that none was made) names
+	// its version in Settles; an intent that nothing settles is in doubt:
+	// the side effect may have happened, and the machine did not move.
+	Intent *Intent `json:"intent,omitempty"`
+	// Settles is the version of the intent this entry ends.
+	Settles uint64 `json:"settles,omitempty"`
+}
+
+// An Intent is what a bound tool's call was about to do.
+type Intent struct {
+	// Arguments are the call's.
+	Arguments map[string]any `json:"arguments,omitempty"`
+	// Event is the event its success sends.
+	Event string `json:"event,omitempty"`
+	// Run names the server process that wrote it: an intent of a process
+	// that still runs may be a call under way, not one in doubt.
+	Run string `json:"run,omitempty"`
+}
+
+// Unsettled returns the intents of an audit trail (oldest first) that no
+// later entry settles.
+func Unsettled(trail []AuditEntry) []AuditEntry {
+	settled := map[uint64]bool{}
+	for _, e := range trail {
+		if e.Settles != 0 {
+			settled[e.Settles] = true
+		}
+	}
+	var out []AuditEntry
+	for _, e := range trail {
+		if e.Intent != nil && !settled[e.Version] {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Migration is an instance moved to a surviving state after its machine
