@@ -64,6 +64,9 @@ type Options struct {
 	// a timer's, an instance's start), all the steps and the events its
 	// actors send one another included; DefaultEventTimeout when zero.
 	EventTimeout time.Duration
+	// Upstreams, when set, are the other MCP servers whose tools the
+	// workflows gate (see Upstreams).
+	Upstreams Upstreams
 }
 
 // Gate serves machines over MCP.

@@ -39,6 +39,11 @@ func (g *Gate) viewOf(sv *served, m *Workflow, s *interp.Snapshot) view {
 			}
 		}
 	}
+	for _, st := range m.StateTools {
+		if st.active(s) {
+			v.tools = append(v.tools, st.Name)
+		}
+	}
 	sort.Strings(v.tools)
 	return v
 }
@@ -58,7 +63,7 @@ func (g *Gate) shownTo(ctx context.Context, s *session) []shown {
 	ms := g.workflowList()
 	out := make([]shown, len(ms))
 	for i, m := range ms {
-		out[i] = shown{id: m.ID, version: m.listing}
+		out[i] = shown{id: m.ID, version: m.listing + g.served.Load().upstreams}
 		v, err := g.current(ctx, m, g.instanceOf(s, m))
 		if err != nil {
 			g.log.Warn("cannot load instance for listing", "machine", m.ID, "err", err)
@@ -103,6 +108,8 @@ func (g *Gate) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 		ref, ours := sv.tools[t.Name]
 		switch {
 		case t.Name == unknownTool:
+		case ours && ref.kind == passTool:
+			out = append(out, ref.full)
 		case !ours:
 			out = append(out, t) // the host's own
 		default:

@@ -145,9 +145,14 @@ func TestBoundTool(t *testing.T) {
 	id := map[string]any{"bill_id": "b-1"}
 	// Not in its state: refused with the tools allowed now, and the
 	// handler does not run.
-	text, sc, isErr := c.call("discharge", id)
-	if !isErr || sc["error"] != "FORBIDDEN" || !strings.Contains(text, "bill_approve") || len(pay.paid) != 0 {
-		t.Fatalf("discharge in draft: %v %s (paid %v)", sc, text, pay.paid)
+	// discharge has an output schema, which clients check error results
+	// against too: the gate's answer is in _meta.
+	res := c.callResult("discharge", id)
+	if text := resultText(res); !res.IsError || res.StructuredContent != nil || !strings.Contains(text, "FORBIDDEN") || !strings.Contains(text, "bill_approve") || len(pay.paid) != 0 {
+		t.Fatalf("discharge in draft: %+v (paid %v)", res, pay.paid)
+	}
+	if e, _ := res.Meta.AdditionalFields["stategate/error"].(map[string]any); e["error"] != "FORBIDDEN" {
+		t.Errorf("_meta of the refusal: %+v", res.Meta)
 	}
 	c.call("bill_approve", id)
 	c.awaitTools("discharge", func(ts map[string]mcp.Tool) bool { _, ok := ts["discharge"]; return ok })
@@ -157,11 +162,11 @@ func TestBoundTool(t *testing.T) {
 	}
 	// A failed payment sends the error event: the bill stays approved.
 	pay.broken = true
-	res := c.callResult("discharge", id)
+	res = c.callResult("discharge", id)
 	if !res.IsError || !strings.Contains(resultText(res), "declined") {
 		t.Fatalf("a declined payment: %+v", res)
 	}
-	_, sc, _ = c.call("bill_status", id)
+	_, sc, _ := c.call("bill_status", id)
 	if sc["state"] != "approved" || sc["context"].(map[string]any)["failure"] != "the card was declined" {
 		t.Fatalf("after the declined payment: %v", sc)
 	}
@@ -191,8 +196,8 @@ func TestBoundTool(t *testing.T) {
 		t.Errorf("paid %v, states seen %v", pay.paid, pay.states)
 	}
 	// Done: the bound tool is gone, and a call is refused.
-	if _, sc, isErr := c.call("discharge", id); !isErr || sc["error"] != "FORBIDDEN" {
-		t.Errorf("discharge when done: %v", sc)
+	if res := c.callResult("discharge", id); !res.IsError || !strings.Contains(resultText(res), "FORBIDDEN") {
+		t.Errorf("discharge when done: %+v", res)
 	}
 }
 

@@ -287,6 +287,9 @@ func toolNames(m *Workflow) []string {
 	for _, t := range m.Tools {
 		out = append(out, t.Name)
 	}
+	for _, t := range m.StateTools {
+		out = append(out, t.Name)
+	}
 	return out
 }
 

@@ -24,6 +24,24 @@ type toolRef struct {
 	// full and compact are the tool as listed, outside and in the
 	// machine's initial state.
 	full, compact mcp.Tool
+	// state is a state tool's (an upstream tool its states list).
+	state *StateTool
+	// server is a passed-through upstream tool's server.
+	server string
+	// keepHandle is set on an upstream tool that takes an argument of
+	// the handle key's name itself: it is forwarded.
+	keepHandle bool
+}
+
+// owner names what made a tool, for errors.
+func (r *toolRef) owner() string {
+	if r.kind == passTool {
+		return fmt.Sprintf("the upstream server %s (expose: always)", r.server)
+	}
+	if r.m.File == "" {
+		return r.m.ID
+	}
+	return fmt.Sprintf("%s (%s)", r.m.ID, r.m.File)
 }
 
 type toolKind uint8
@@ -33,6 +51,8 @@ const (
 	statusTool
 	resetTool
 	boundTool // a tool with a handler of its own, bound to states
+	stateTool // an upstream tool that states list, sending no event
+	passTool  // an upstream tool passed through, always listed
 )
 
 // served is the machines a gate serves and their tools.
@@ -44,6 +64,9 @@ type served struct {
 	// boundEvents are the events bound to tools (which have no event
 	// tool), by workflow id.
 	boundEvents map[string]map[string]bool
+	// upstreams hashes the upstream tools served: a change of one is a
+	// change of the listings that show it.
+	upstreams string
 	// initial caches what a session that has no instance of a workflow
 	// sees, by *Workflow (views are computed for what is served).
 	initial sync.Map
@@ -77,10 +100,12 @@ func (g *Gate) serve(ms []*Workflow) error {
 	ids := map[string]*Workflow{}
 	add := func(name string, ref toolRef) error {
 		if other, dup := tools[name]; dup {
-			return fmt.Errorf("%w: %s is a tool of %s (%s) and of %s (%s)", ErrToolClash, name, other.m.ID, other.m.File, ref.m.ID, ref.m.File)
+			return fmt.Errorf("%w: %s is a tool of %s and of %s", ErrToolClash, name, other.owner(), ref.owner())
 		}
-		ref.full = g.mcpTool(name, ref, false)
-		ref.compact = g.mcpTool(name, ref, true)
+		if ref.kind != stateTool && ref.kind != passTool {
+			ref.full = g.mcpTool(name, ref, false)
+			ref.compact = g.mcpTool(name, ref, true)
+		}
 		tools[name] = &ref
 		return nil
 	}
@@ -97,16 +122,52 @@ func (g *Gate) serve(ms []*Workflow) error {
 			boundEvents[b.workflow][b.errorEvent] = true
 		}
 	}
+	us := g.upstreamSet()
+	named := map[string]bool{} // upstream tools a workflow names
+	for _, m := range ms {
+		for _, t := range m.Tools {
+			if t.Upstream != "" {
+				named[t.Upstream] = true
+				if boundEvents[m.ID] == nil {
+					boundEvents[m.ID] = map[string]bool{}
+				}
+				boundEvents[m.ID][t.Event] = true
+				if t.OnError != "" {
+					boundEvents[m.ID][t.OnError] = true
+				}
+			}
+		}
+		for _, st := range m.StateTools {
+			named[st.Upstream] = true
+		}
+	}
+	bound := map[string][]*Binding{}
 	for _, m := range ms {
 		if other, dup := ids[m.ID]; dup {
 			return fmt.Errorf("%w: machine id %q is used by %s and %s", ErrToolClash, m.ID, other.File, m.File)
 		}
 		ids[m.ID] = m
 		for _, t := range m.Tools {
+			if t.Upstream != "" {
+				b := g.boundUpstream(m, t, us)
+				if err := add(t.Name, toolRef{m: m, kind: boundTool, binding: b}); err != nil {
+					return err
+				}
+				bound[m.ID] = append(bound[m.ID], b)
+				continue
+			}
 			if boundEvents[m.ID][t.Event] {
 				continue
 			}
 			if err := add(t.Name, toolRef{m: m, kind: eventTool, tool: t}); err != nil {
+				return err
+			}
+		}
+		for _, st := range m.StateTools {
+			def := g.stateToolDef(m, st, us)
+			orig, _ := us.tool(st.Upstream)
+			ref := toolRef{m: m, kind: stateTool, state: st, full: def, compact: def, keepHandle: takesArg(orig, m.HandleKey)}
+			if err := add(st.Name, ref); err != nil {
 				return err
 			}
 		}
@@ -117,7 +178,6 @@ func (g *Gate) serve(ms []*Workflow) error {
 			return err
 		}
 	}
-	bound := map[string][]*Binding{}
 	for _, name := range slices.Sorted(maps.Keys(g.bindings)) {
 		b := g.bindings[name]
 		m := ids[b.workflow]
@@ -129,6 +189,12 @@ func (g *Gate) serve(ms []*Workflow) error {
 		}
 		bound[m.ID] = append(bound[m.ID], b)
 	}
+	pass := g.passTools(us, named)
+	for _, name := range slices.Sorted(maps.Keys(pass)) {
+		if err := add(name, *pass[name]); err != nil {
+			return err
+		}
+	}
 	sorted := slices.SortedFunc(maps.Values(ids), func(a, b *Workflow) int { return strings.Compare(a.ID, b.ID) })
 	prev := g.served.Load().tools
 	// New tools are registered with the MCP server before the gate serves
@@ -136,7 +202,7 @@ func (g *Gate) serve(ms []*Workflow) error {
 	// in one and not the other.
 	g.registerTools(tools)
 	g.inst.setWorkflows(ids)
-	g.served.Store(&served{machines: ids, tools: tools, sorted: sorted, bound: bound, boundEvents: boundEvents})
+	g.served.Store(&served{machines: ids, tools: tools, sorted: sorted, bound: bound, boundEvents: boundEvents, upstreams: us.version})
 	g.unregisterTools(prev, tools)
 	return nil
 }
@@ -154,10 +220,13 @@ func (g *Gate) registerTools(tools map[string]*toolRef) {
 	for _, name := range slices.Sorted(maps.Keys(tools)) {
 		ref := tools[name]
 		h := server.ToolHandlerFunc(g.handle)
-		if ref.kind == boundTool {
+		switch ref.kind {
+		case boundTool:
 			if h = ref.binding.handlerFor(srv); h == nil {
 				continue // the host has not registered it (yet)
 			}
+		case passTool:
+			h = g.forward(ref.server, name, "", false, nil, ref.full)
 		}
 		add = append(add, server.ServerTool{Tool: ref.full, Handler: h})
 	}
@@ -175,7 +244,7 @@ func (g *Gate) unregisterTools(prev, now map[string]*toolRef) {
 	}
 	var gone []string
 	for name, ref := range prev {
-		if _, ok := now[name]; !ok && ref.kind != boundTool {
+		if _, ok := now[name]; !ok && (ref.kind != boundTool || ref.binding.fromMachine) {
 			gone = append(gone, name)
 		}
 	}

@@ -32,9 +32,12 @@ type Workflow struct {
 	Machine   *interp.Machine
 	HandleKey string // the argument that picks the instance; "" for none
 
-	Tools      []*Tool // event tools, sorted by name
-	StatusTool string  // the name of the status tool (M_status, or M__status)
-	ResetTool  string  // the name of the reset tool
+	Tools []*Tool // event tools, sorted by name
+	// StateTools are the upstream tools its states list (meta.tools),
+	// sorted by name.
+	StateTools []*StateTool
+	StatusTool string // the name of the status tool (M_status, or M__status)
+	ResetTool  string // the name of the reset tool
 	byEvent    map[string]*Tool
 	initSnap   *interp.Snapshot // the initial state, for compact descriptions
 }
@@ -53,6 +56,44 @@ type Tool struct {
 	Schema  map[string]any // the input schema as listed
 	schema  *jsonschema.Schema
 	machine *Workflow
+
+	// Upstream, when set, is the upstream tool ("server/tool") the event
+	// is bound to (meta.tool.upstream): the tool is that one, forwarded,
+	// and its success sends the event. OnError is the event sent, with
+	// {type, error}, when it fails (meta.tool.onError).
+	Upstream string
+	OnError  string
+	// What meta.tool and the transition gave, which an upstream tool's own
+	// definition yields to.
+	described, titled, schemed, hinted bool
+}
+
+// A StateTool is an upstream tool that states list (meta.tools): it is
+// listed, and forwarded, while one of them (or a descendant) is active,
+// and sends no event.
+type StateTool struct {
+	Name     string // the upstream tool's own name
+	Upstream string // "server/tool"
+	States   []*interp.StateNode
+}
+
+// splitUpstream splits "server/tool".
+func splitUpstream(ref string) (server, tool string, ok bool) {
+	server, tool, ok = strings.Cut(ref, "/")
+	return server, tool, ok && validServerName(server) && validToolName(tool)
+}
+
+// validServerName is an upstreams file's rule for server names.
+func validServerName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // toolName is M_e: e is E in lower case with every character outside
@@ -161,7 +202,14 @@ func listingVersion(m *Workflow) string {
 	enc := json.NewEncoder(h)
 	_ = enc.Encode([]string{m.ID, m.HandleKey, m.StatusTool, m.ResetTool})
 	for _, t := range m.Tools {
-		_ = enc.Encode([]any{t.Name, t.Event, t.Description, t.Compact, t.Schema, t.Title, t.Hints})
+		_ = enc.Encode([]any{t.Name, t.Event, t.Description, t.Compact, t.Schema, t.Title, t.Hints, t.Upstream, t.OnError})
+	}
+	for _, t := range m.StateTools {
+		var states []string
+		for _, n := range t.States {
+			states = append(states, n.PathString())
+		}
+		_ = enc.Encode([]any{t.Name, t.Upstream, states})
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
@@ -190,6 +238,8 @@ type toolMeta struct {
 	CompactDescription string
 	InputSchema        map[string]any
 	Hints              map[string]bool // annotations: readOnlyHint, ...
+	Upstream           string          // "server/tool"
+	OnError            string          // the event sent when the upstream call fails
 }
 
 // toolHints are the annotations a machine may give a tool.
@@ -261,8 +311,16 @@ func metaTool(meta any) (toolMeta, error) {
 				}
 				tm.Hints[h] = b
 			}
+		case "upstream":
+			if tm.Upstream, err = str(key, v); err == nil {
+				if _, _, ok := splitUpstream(tm.Upstream); !ok {
+					err = fmt.Errorf("meta.tool.upstream %q is not SERVER/TOOL (a server of the upstreams file, and one of its tools)", tm.Upstream)
+				}
+			}
+		case "onError":
+			tm.OnError, err = str(key, v)
 		default:
-			err = fmt.Errorf("meta.tool.%s is not a field of meta.tool (they are name, title, compactDescription, inputSchema and annotations)", key)
+			err = fmt.Errorf("meta.tool.%s is not a field of meta.tool (they are name, title, compactDescription, inputSchema, annotations, upstream and onError)", key)
 		}
 		if err != nil {
 			return tm, err
@@ -312,9 +370,31 @@ func newWorkflow(m *interp.Machine, id, file, defaultHandleKey string) (*Workflo
 				if tm.InputSchema == nil {
 					tm.InputSchema = mt.InputSchema
 				}
+				if tm.Upstream == "" {
+					tm.Upstream = mt.Upstream
+				} else if mt.Upstream != "" && mt.Upstream != tm.Upstream {
+					return nil, fmt.Errorf("event %s in state %s: meta.tool.upstream %q, where another transition of %s binds %q: an event is one tool", ev, n.PathString(), mt.Upstream, ev, tm.Upstream)
+				}
+				if tm.OnError == "" {
+					tm.OnError = mt.OnError
+				}
 			}
 		}
+		t.described = t.Description != ""
+		t.titled, t.schemed, t.hinted = tm.Title != "", tm.InputSchema != nil, tm.Hints != nil
 		t.Name = toolName(gm.ID, ev)
+		if tm.Upstream != "" {
+			_, t.Name, _ = splitUpstream(tm.Upstream)
+			t.Upstream = tm.Upstream
+		} else if tm.OnError != "" {
+			return nil, fmt.Errorf("event %s: meta.tool.onError is for a tool bound to an upstream (meta.tool.upstream)", ev)
+		}
+		if tm.OnError != "" {
+			if !slices.Contains(m.EventTypes, tm.OnError) {
+				return nil, fmt.Errorf("event %s: meta.tool.onError names %s, which no state takes", ev, tm.OnError)
+			}
+			t.OnError = tm.OnError
+		}
 		if tm.Name != "" {
 			t.Name = tm.Name
 		}
@@ -339,6 +419,9 @@ func newWorkflow(m *interp.Machine, id, file, defaultHandleKey string) (*Workflo
 		gm.byEvent[ev] = t
 	}
 	sort.Slice(gm.Tools, func(i, j int) bool { return gm.Tools[i].Name < gm.Tools[j].Name })
+	if err := gm.stateTools(names); err != nil {
+		return nil, err
+	}
 	// Built-in tools yield to the machine's own: a RESET event keeps
 	// M_reset, and the built-in becomes M__reset.
 	builtin := func(what string) string {
@@ -355,6 +438,59 @@ func newWorkflow(m *interp.Machine, id, file, defaultHandleKey string) (*Workflo
 	}
 	gm.listing = listingVersion(gm)
 	return gm, nil
+}
+
+// stateTools reads the states' meta.tools: the upstream tools each state
+// lists while it is active. A tool named by several states is one tool;
+// its name must not be an event tool's.
+func (m *Workflow) stateTools(names map[string]string) error {
+	byRef := map[string]*StateTool{}
+	for _, n := range m.Machine.Nodes {
+		meta, _ := n.Meta.(map[string]any)
+		if meta == nil || meta["tools"] == nil {
+			continue
+		}
+		list, ok := meta["tools"].([]any)
+		if !ok {
+			return fmt.Errorf("state %s: meta.tools must be a list of upstream tools (\"server/tool\")", n.PathString())
+		}
+		for _, v := range list {
+			ref, _ := v.(string)
+			_, tool, ok := splitUpstream(ref)
+			if !ok {
+				return fmt.Errorf("state %s: meta.tools: %v is not SERVER/TOOL (a server of the upstreams file, and one of its tools)", n.PathString(), v)
+			}
+			st := byRef[ref]
+			if st == nil {
+				if ev, taken := names[tool]; taken {
+					return fmt.Errorf("state %s: meta.tools: %s is also the tool of event %s; give that one a meta.tool.name", n.PathString(), tool, ev)
+				}
+				for _, other := range byRef {
+					if other.Name == tool {
+						return fmt.Errorf("state %s: meta.tools: %s and %s are both named %s", n.PathString(), other.Upstream, ref, tool)
+					}
+				}
+				st = &StateTool{Name: tool, Upstream: ref}
+				byRef[ref] = st
+				m.StateTools = append(m.StateTools, st)
+			}
+			if !slices.Contains(st.States, n) {
+				st.States = append(st.States, n)
+			}
+		}
+	}
+	sort.Slice(m.StateTools, func(i, j int) bool { return m.StateTools[i].Name < m.StateTools[j].Name })
+	return nil
+}
+
+// active reports whether one of the tool's states is.
+func (t *StateTool) active(s *interp.Snapshot) bool {
+	for _, n := range t.States {
+		if s.Active(n) {
+			return true
+		}
+	}
+	return false
 }
 
 // inputSchema is the tool's schema: the one given, or an object accepting

@@ -1,0 +1,343 @@
+package gate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/upstream"
+	"github.com/stategate/stategate/xstate"
+)
+
+// deploy gates upstream tools: write_file (fs) moves draft to written,
+// and its failure sends WRITE_FAILED; run_tests (ci) branches on its
+// output; read_file (fs) is listed in draft and written; misc exposes
+// its tools always; fs/delete_file is named by nobody.
+const deploy = `{
+  "id": "deploy",
+  "meta": { "handleKey": "deploy_id" },
+  "initial": "draft",
+  "context": { "written": null, "error": null },
+  "states": {
+    "draft": {
+      "meta": { "tools": ["fs/read_file"] },
+      "on": {
+        "WRITE": { "target": "written", "actions": "keepOutput",
+          "meta": { "tool": { "upstream": "fs/write_file", "onError": "WRITE_FAILED" } } },
+        "WRITE_FAILED": { "actions": "keepError" }
+      }
+    },
+    "written": {
+      "meta": { "tools": ["fs/read_file"] },
+      "on": {
+        "TEST": [
+          { "guard": "passed", "target": "green", "meta": { "tool": { "upstream": "ci/run_tests" } } },
+          { "target": "red" }
+        ]
+      }
+    },
+    "green": { "type": "final" },
+    "red": { "type": "final" }
+  }
+}`
+
+func deployWorkflow(t testing.TB) *gate.Workflow {
+	t.Helper()
+	reg := xstate.NewRegistry().
+		Assign("keepOutput", func(a interp.Args, _ any) (map[string]any, error) {
+			return map[string]any{"written": a.Event.Data["output"]}, nil
+		}).
+		Assign("keepError", func(a interp.Args, _ any) (map[string]any, error) {
+			return map[string]any{"error": a.Event.Data["error"]}, nil
+		}).
+		Guard("passed", func(a interp.Args, _ any) (bool, error) {
+			out, _ := a.Event.Data["output"].(map[string]any)
+			return out["passed"] == true, nil
+		})
+	m, _, err := (&xstate.Loader{Registry: reg}).Parse("deploy.json", []byte(deploy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := gate.NewWorkflow(m, gate.WorkflowOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// fakeUpstreams are upstream servers in memory: they record the calls
+// and answer with answer.
+type fakeUpstreams struct {
+	mu      sync.Mutex
+	servers []upstream.ServerStatus
+	calls   []string // "server/tool {args}"
+	answer  func(ctx context.Context, server string, req mcp.CallToolRequest) (*mcp.CallToolResult, error)
+}
+
+func (f *fakeUpstreams) Servers() []upstream.ServerStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]upstream.ServerStatus(nil), f.servers...)
+}
+
+func (f *fakeUpstreams) Call(ctx context.Context, server string, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, fmt.Sprintf("%s/%s %v", server, req.Params.Name, req.Params.Arguments))
+	answer := f.answer
+	f.mu.Unlock()
+	return answer(ctx, server, req)
+}
+
+func (f *fakeUpstreams) called() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+func newFakeUpstreams() *fakeUpstreams {
+	writeFile := mcp.NewTool("write_file", mcp.WithDescription("Write a file."),
+		mcp.WithString("path", mcp.Required()), mcp.WithString("content"))
+	// An output schema that forbids anything else, as the official
+	// filesystem server's.
+	writeFile.RawOutputSchema = []byte(`{"type":"object","properties":{"bytes":{"type":"number"}},"required":["bytes"],"additionalProperties":false}`)
+	return &fakeUpstreams{
+		servers: []upstream.ServerStatus{
+			{Name: "ci", Up: true, Tools: []mcp.Tool{mcp.NewTool("run_tests", mcp.WithDescription("Run the tests."))}},
+			{Name: "fs", Up: true, Tools: []mcp.Tool{
+				mcp.NewTool("read_file", mcp.WithDescription("Read a file."), mcp.WithString("path", mcp.Required())),
+				writeFile,
+				mcp.NewTool("delete_file", mcp.WithDescription("Delete a file."), mcp.WithString("path")),
+			}},
+			{Name: "misc", Up: true, Expose: "always", Tools: []mcp.Tool{mcp.NewTool("ping", mcp.WithDescription("Ping."))}},
+		},
+		answer: func(ctx context.Context, server string, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			switch req.Params.Name {
+			case "write_file":
+				return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent("wrote 5 bytes")}, StructuredContent: map[string]any{"bytes": 5.0}}, nil
+			case "run_tests":
+				return mcp.NewToolResultStructuredOnly(map[string]any{"passed": req.GetBool("pass", false)}), nil
+			}
+			return mcp.NewToolResultText(server + " " + req.Params.Name), nil
+		},
+	}
+}
+
+// upstreamGate serves deploy over HTTP with the fake upstreams.
+func upstreamGate(t *testing.T, st store.Store, up gate.Upstreams) (*mcpClient, *gate.Gate) {
+	t.Helper()
+	g := gate.New(gate.Options{Store: st, Upstreams: up, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err := g.SetWorkflows([]*gate.Workflow{deployWorkflow(t)}); err != nil {
+		t.Fatal(err)
+	}
+	h := g.HTTPHandler(gate.HTTPOptions{})
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	t.Cleanup(h.Close)
+	return connect(t, ts.URL+"/mcp"), g
+}
+
+func TestUpstreamToolsListedByState(t *testing.T) {
+	up := newFakeUpstreams()
+	c, _ := upstreamGate(t, store.NewMemory(), up)
+	tools := c.tools()
+	for _, want := range []string{"write_file", "read_file", "ping", "deploy_status"} {
+		if _, ok := tools[want]; !ok {
+			t.Errorf("%s not listed in draft: %v", want, names(tools))
+		}
+	}
+	for _, hidden := range []string{"run_tests", "delete_file", "deploy_write", "deploy_write_failed", "deploy_test"} {
+		if _, ok := tools[hidden]; ok {
+			t.Errorf("%s listed in draft: %v", hidden, names(tools))
+		}
+	}
+	// The upstream's definition, with the handle argument added.
+	w := tools["write_file"]
+	if w.Description != "Write a file." || w.InputSchema.Properties["deploy_id"] == nil || w.InputSchema.Properties["path"] == nil {
+		t.Errorf("write_file as listed: %+v", w)
+	}
+	// A tool nobody names is refused as unknown, and not forwarded.
+	if _, sc, isErr := c.call("delete_file", map[string]any{"path": "x"}); !isErr || sc["error"] != "UNKNOWN" {
+		t.Errorf("delete_file: %v", sc)
+	}
+	// A state tool outside its states, and a bound tool outside its
+	// event's: refused, with the tools allowed now, and not forwarded.
+	id := map[string]any{"deploy_id": "d1"}
+	if _, sc, isErr := c.call("run_tests", id); !isErr || sc["error"] != "FORBIDDEN" {
+		t.Errorf("run_tests in draft: %v", sc)
+	}
+	if n := len(up.called()); n != 0 {
+		t.Errorf("refused calls were forwarded: %v", up.called())
+	}
+	// An exposed tool passes through, whatever the state.
+	if text, _, isErr := c.call("ping", nil); isErr || text != "misc ping" {
+		t.Errorf("ping: %q %v", text, isErr)
+	}
+}
+
+func TestUpstreamBoundCall(t *testing.T) {
+	up := newFakeUpstreams()
+	st := store.NewMemory()
+	c, _ := upstreamGate(t, st, up)
+	// A state tool: forwarded without the handle, the instance stays.
+	if text, _, isErr := c.call("read_file", map[string]any{"deploy_id": "d1", "path": "a.txt"}); isErr || text != "fs read_file" {
+		t.Fatalf("read_file: %q %v", text, isErr)
+	}
+	res := c.callResult("write_file", map[string]any{"deploy_id": "d1", "path": "a.txt", "content": "hello"})
+	if res.IsError {
+		t.Fatalf("write_file: %+v", res)
+	}
+	if got := up.called(); len(got) != 2 || got[1] != "fs/write_file map[content:hello path:a.txt]" {
+		t.Errorf("forwarded: %v", got)
+	}
+	// The upstream's structured content exactly (its output schema
+	// forbids anything else), the note in the text and _meta.
+	if sc, _ := res.StructuredContent.(map[string]any); len(sc) != 1 || sc["bytes"] != 5.0 {
+		t.Errorf("structured content changed: %v", res.StructuredContent)
+	}
+	if text := resultText(res); !strings.Contains(text, "wrote 5 bytes") || !strings.Contains(text, "now in state written") || !strings.Contains(text, "run_tests") {
+		t.Errorf("text: %q", text)
+	}
+	if res.Meta == nil || res.Meta.AdditionalFields["stategate/workflow"] == nil {
+		t.Errorf("no _meta note: %+v", res.Meta)
+	}
+	c.awaitTools("run_tests", func(ts map[string]mcp.Tool) bool { _, ok := ts["run_tests"]; return ok })
+	_, sc, _ := c.call("deploy_status", map[string]any{"deploy_id": "d1"})
+	if sc["state"] != "written" || sc["context"].(map[string]any)["written"].(map[string]any)["bytes"] != 5.0 {
+		t.Errorf("after write_file: %v", sc)
+	}
+	// Not allowed any more: refused, and the gate's answer fits the
+	// output schema (no structured content of its own).
+	res = c.callResult("write_file", map[string]any{"deploy_id": "d1", "path": "a.txt"})
+	if !res.IsError || res.StructuredContent != nil || !strings.Contains(resultText(res), "FORBIDDEN") {
+		t.Errorf("write_file in written: %+v", res)
+	}
+	// The audit trail: the intent, then the transition that settles it.
+	trail, _ := st.Audit(context.Background(), store.Key{Machine: "deploy", Handle: "d1"}, 0)
+	if len(trail) != 2 || trail[0].Intent == nil || trail[0].Intent.Event != "WRITE" || trail[0].Intent.Arguments["path"] != "a.txt" ||
+		trail[1].Settles != trail[0].Version || trail[1].To != "written" {
+		t.Errorf("audit trail: %+v", trail)
+	}
+	if len(store.Unsettled(trail)) != 0 {
+		t.Errorf("unsettled intents: %+v", store.Unsettled(trail))
+	}
+	// The machine branches on the output.
+	if res := c.callResult("run_tests", map[string]any{"deploy_id": "d1", "pass": true}); res.IsError {
+		t.Fatalf("run_tests: %+v", res)
+	}
+	if _, sc, _ := c.call("deploy_status", map[string]any{"deploy_id": "d1"}); sc["state"] != "green" {
+		t.Errorf("after passing tests: %v", sc)
+	}
+	c.call("write_file", map[string]any{"deploy_id": "d2", "path": "b"})
+	c.call("run_tests", map[string]any{"deploy_id": "d2", "pass": false})
+	if _, sc, _ := c.call("deploy_status", map[string]any{"deploy_id": "d2"}); sc["state"] != "red" {
+		t.Errorf("after failing tests: %v", sc)
+	}
+}
+
+func TestUpstreamFailures(t *testing.T) {
+	up := newFakeUpstreams()
+	st := store.NewMemory()
+	c, _ := upstreamGate(t, st, up)
+	id := map[string]any{"deploy_id": "d1", "path": "a"}
+	for _, tc := range []struct {
+		name string
+		err  error
+		res  *mcp.CallToolResult
+		code string
+	}{
+		{"an error result", nil, mcp.NewToolResultError("disk full"), ""},
+		{"the server down", fmt.Errorf("%w: fs is restarting", upstream.ErrUnavailable), nil, "UPSTREAM_UNAVAILABLE"},
+		{"a timeout", fmt.Errorf("%w: fs took 60s", upstream.ErrTimeout), nil, "UPSTREAM_TIMEOUT"},
+		{"a JSON-RPC error", errors.New("invalid params"), nil, "UPSTREAM_ERROR"},
+	} {
+		up.mu.Lock()
+		up.answer = func(context.Context, string, mcp.CallToolRequest) (*mcp.CallToolResult, error) { return tc.res, tc.err }
+		up.mu.Unlock()
+		res := c.callResult("write_file", id)
+		if !res.IsError || (tc.code != "" && !strings.Contains(resultText(res), tc.code)) {
+			t.Errorf("%s: %+v", tc.name, res)
+		}
+		if tc.code != "" && res.StructuredContent != nil {
+			t.Errorf("%s: the gate's answer does not fit the output schema: %v", tc.name, res.StructuredContent)
+		}
+		// The error event was sent, with why: the machine stays in draft.
+		_, sc, _ := c.call("deploy_status", map[string]any{"deploy_id": "d1"})
+		if sc["state"] != "draft" || sc["context"].(map[string]any)["error"] == nil {
+			t.Errorf("%s: after the failure: %v", tc.name, sc)
+		}
+	}
+	trail, _ := st.Audit(context.Background(), store.Key{Machine: "deploy", Handle: "d1"}, 0)
+	if len(store.Unsettled(trail)) != 0 || len(trail) != 8 {
+		t.Errorf("audit trail (%d entries), unsettled %+v", len(trail), store.Unsettled(trail))
+	}
+}
+
+// TestUpstreamInDoubt: a call whose server never answered (the process
+// that forwarded it is gone) is in doubt for the next process.
+func TestUpstreamInDoubt(t *testing.T) {
+	st := store.NewMemory()
+	up := newFakeUpstreams()
+	forwarded, hang := make(chan struct{}), make(chan struct{})
+	defer close(hang)
+	up.answer = func(ctx context.Context, _ string, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		close(forwarded)
+		<-hang
+		return nil, errors.New("never")
+	}
+	c1, _ := upstreamGate(t, st, up)
+	go c1.CallTool(context.Background(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "write_file", Arguments: map[string]any{"deploy_id": "d1", "path": "a", "content": "x"}}})
+	<-forwarded
+	// The same process: a call under way is not in doubt.
+	if _, sc, _ := c1.call("deploy_status", map[string]any{"deploy_id": "d1"}); sc["inDoubt"] != nil {
+		t.Errorf("a call under way shown in doubt: %v", sc["inDoubt"])
+	}
+	// Another process on the store: in doubt, with the call's arguments.
+	c2, _ := upstreamGate(t, st, newFakeUpstreams())
+	res := c2.callResult("deploy_status", map[string]any{"deploy_id": "d1"})
+	text, sc := resultText(res), res.StructuredContent.(map[string]any)
+	doubt, _ := sc["inDoubt"].([]any)
+	if len(doubt) != 1 || !strings.Contains(text, "In doubt") {
+		t.Fatalf("status: %v\n%s", sc, text)
+	}
+	d := doubt[0].(map[string]any)
+	if d["tool"] != "write_file" || d["event"] != "WRITE" || d["arguments"].(map[string]any)["path"] != "a" {
+		t.Errorf("in doubt: %v", d)
+	}
+	if sc["state"] != "draft" {
+		t.Errorf("state: %v", sc["state"])
+	}
+}
+
+func TestUpstreamToolsChange(t *testing.T) {
+	up := newFakeUpstreams()
+	c, g := upstreamGate(t, store.NewMemory(), up)
+	c.tools()
+	c.drain()
+	up.mu.Lock()
+	up.servers[2].Tools = append(up.servers[2].Tools, mcp.NewTool("pong", mcp.WithDescription("Pong.")))
+	up.mu.Unlock()
+	g.UpstreamsChanged()
+	c.awaitChanged()
+	if _, ok := c.tools()["pong"]; !ok {
+		t.Errorf("pong not listed after the change: %v", names(c.tools()))
+	}
+	// An exposed tool named as a workflow's: a clash, naming both; the
+	// tools served stay as they were.
+	up.mu.Lock()
+	up.servers[2].Tools = append(up.servers[2].Tools, mcp.NewTool("deploy_status"))
+	up.mu.Unlock()
+	if err := g.SetWorkflows([]*gate.Workflow{deployWorkflow(t)}); !errors.Is(err, gate.ErrToolClash) || !strings.Contains(err.Error(), "misc") || !strings.Contains(err.Error(), "deploy") {
+		t.Errorf("a clash: %v", err)
+	}
+}
