@@ -4,6 +4,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/stategate/stategate/conformance"
 	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/upstream"
 	"github.com/stategate/stategate/xstate"
 	"github.com/stategate/stategate/xstate/js"
 )
@@ -87,6 +89,7 @@ func (c *benchCmd) Run(stdout io.Writer) error {
 type checkCmd struct {
 	Files     []string `arg:"" help:"Machine files, or folders to search for them."`
 	HandleKey string   `placeholder:"NAME" help:"The handle key the server is given (its --handle-key), for the tools' schemas."`
+	Upstreams string   `placeholder:"FILE" help:"An upstreams file: its servers are started, and the machines' upstream tools checked against theirs."`
 }
 
 func (c *checkCmd) Run(stdout io.Writer) error {
@@ -97,10 +100,51 @@ func (c *checkCmd) Run(stdout io.Writer) error {
 	for _, line := range report.Lines() {
 		fmt.Fprintln(stdout, line)
 	}
-	if report.Failed() {
+	failed := report.Failed()
+	if c.Upstreams != "" {
+		bad, err := checkUpstreams(c.Upstreams, c.HandleKey, report)
+		if err != nil {
+			return err
+		}
+		for _, line := range bad {
+			fmt.Fprintln(stdout, "FAIL "+line)
+		}
+		failed = failed || len(bad) > 0
+	}
+	if failed {
 		return errSilentFailure
 	}
 	return nil
+}
+
+// checkUpstreams starts the servers of an upstreams file, waits for them
+// to come up (or fail), and checks the good machines' upstream tools
+// against theirs.
+func checkUpstreams(file, handleKey string, report *xstate.Report) ([]string, error) {
+	cfg, err := upstream.Load(file)
+	if err != nil {
+		return nil, err
+	}
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ups := upstream.New(upstream.Options{Log: quiet})
+	defer ups.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ups.Apply(ctx, cfg)
+	_ = ups.Ready(ctx)
+	var ws []*gate.Workflow
+	for _, r := range report.Files {
+		if r.Failed || r.Machine == nil {
+			continue
+		}
+		w, err := gate.NewWorkflow(r.Machine, gate.WorkflowOptions{HandleKey: handleKey})
+		if err != nil {
+			continue // reported by Check
+		}
+		w.File = r.File
+		ws = append(ws, w)
+	}
+	return gate.CheckUpstreams(ws, ups.Servers()), nil
 }
 
 // errSilentFailure exits with status 1 after the command printed why.

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/stategate/stategate/gate"
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/upstream"
 	"github.com/stategate/stategate/xstate"
 	"github.com/stategate/stategate/xstate/js"
 )
@@ -39,6 +41,7 @@ type serveCmd struct {
 	JSTimeout time.Duration `name:"js-timeout" default:"1s" help:"Time limit of one call into a machine's JavaScript."`
 	JSMemory  byteSize      `name:"js-memory" default:"256MiB" help:"Memory budget of one call into a machine's JavaScript (and of a module's top-level code as it loads): past it the call is interrupted."`
 	EventTime time.Duration `name:"event-timeout" default:"5s" help:"Time limit of one event on an instance (a call's or a timer's, all its steps): past it the call fails and the instance keeps its state."`
+	Upstreams string        `placeholder:"FILE" help:"Upstreams file: the MCP servers whose tools the machines gate, in the mcpServers shape of Claude Desktop, Cursor and VS Code (default: ./upstreams.json, else upstreams.json in the user's config folder, when there is one; 'none': none)."`
 	Pprof     string        `hidden:"" placeholder:"ADDR" help:"Serve net/http/pprof at ADDR (loopback), for profiling."`
 	NoSync    bool          `help:"Answer calls before their state reaches the disk (faster; a power cut may lose the last calls, a killed server does not)."`
 	Memory    bool          `help:"Keep workflow state in memory only: nothing is written (--data is not used) and a restart starts every workflow afresh. For tests and demos."`
@@ -106,7 +109,18 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 	if c.HTTP == "" {
 		opts.SharedInstance = c.Instance
 	}
-	g := gate.New(opts)
+	upFile, upCfg, err := loadUpstreams(c.Upstreams)
+	if err != nil {
+		return err
+	}
+	var g *gate.Gate
+	var ups *upstream.Manager
+	if upCfg != nil {
+		ups = upstream.New(upstream.Options{Log: log, OnChange: func() { g.UpstreamsChanged() }})
+		defer ups.Close() // upstream servers stop with stategate
+		opts.Upstreams = ups
+	}
+	g = gate.New(opts)
 	mcpSrv := server.NewMCPServer("stategate", version, server.WithInstructions(gate.Instructions), server.WithRecovery())
 	if err := g.Bind(mcpSrv); err != nil {
 		return err
@@ -115,6 +129,22 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 	lib := gate.NewLibrary(g, loader, c.Machines, c.HandleKey)
 	if err := lib.Reload(); err != nil {
 		return err
+	}
+	if ups != nil {
+		// Servers start in the background; the first tool lists should
+		// have their tools, so they get a few seconds.
+		ups.Apply(ctx, upCfg)
+		ready, cancel := context.WithTimeout(ctx, upstreamsReady)
+		_ = ups.Ready(ready)
+		cancel()
+		for _, s := range ups.Servers() {
+			log.Info("upstream", "upstream", s.Name, "up", s.Up, "tools", len(s.Tools), "err", s.Err)
+		}
+		go func() {
+			if err := ups.Watch(ctx, upFile); err != nil {
+				log.Error("not watching the upstreams file", "file", upFile, "err", err)
+			}
+		}()
 	}
 	ms := g.Workflows()
 	for _, m := range ms {
@@ -169,6 +199,41 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// upstreamsReady is how long serve waits for upstream servers to come up
+// before it serves (they keep trying after that).
+const upstreamsReady = 10 * time.Second
+
+// loadUpstreams reads the upstreams file: the one given, else
+// ./upstreams.json, else upstreams.json in the user's config folder
+// (~/.config/stategate on Linux), when there is one. No file, or "none",
+// is no upstreams (nil).
+func loadUpstreams(flag string) (string, *upstream.Config, error) {
+	file := flag
+	switch file {
+	case "none":
+		return "", nil, nil
+	case "":
+		candidates := []string{"upstreams.json"}
+		if dir, err := os.UserConfigDir(); err == nil {
+			candidates = append(candidates, filepath.Join(dir, "stategate", "upstreams.json"))
+		}
+		for _, f := range candidates {
+			if _, err := os.Stat(f); err == nil {
+				file = f
+				break
+			}
+		}
+		if file == "" {
+			return "", nil, nil
+		}
+	}
+	cfg, err := upstream.Load(file)
+	if err != nil {
+		return "", nil, fmt.Errorf("--upstreams: %w", err)
+	}
+	return file, cfg, nil
 }
 
 // openStore opens the store the flags ask for, and says where it is for

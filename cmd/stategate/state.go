@@ -85,6 +85,19 @@ func (c *stateShowCmd) Run(parent *stateCmd, stdout io.Writer) error {
 		out["snapshot"] = nil
 		out["reset"] = "the instance was reset: it starts afresh when next used"
 	}
+	// Calls of bound tools that began and never ended: with the server
+	// stopped, each is in doubt (with it running, one may be under way).
+	trail, err := st.Audit(context.Background(), store.Key{Machine: c.Machine, Handle: c.Handle}, 200)
+	if err != nil {
+		return err
+	}
+	if doubt := store.Unsettled(trail); len(doubt) > 0 {
+		list := make([]map[string]any, len(doubt))
+		for i, e := range doubt {
+			list[i] = map[string]any{"tool": e.Tool, "arguments": e.Intent.Arguments, "event": e.Intent.Event, "time": e.Time, "version": e.Version}
+		}
+		out["inDoubt"] = list
+	}
 	return writeJSON(stdout, out)
 }
 
