@@ -208,6 +208,7 @@ func (g *Gate) callBound(ctx context.Context, ref *toolRef, req mcp.CallToolRequ
 	if bad != nil {
 		return g.fitOutput(ref.full, bad), nil
 	}
+	args, req = withoutModernHandle(ctx, m, args, req)
 	unlock := g.inst.locks.lock(instanceKey(m, handle))
 	defer unlock()
 	in, err := g.inst.load(ctx, m, handle)
@@ -223,7 +224,7 @@ func (g *Gate) callBound(ctx context.Context, ref *toolRef, req mcp.CallToolRequ
 	// for the status tool and `state show` to show: each call moves the
 	// machine at most once.
 	session := g.sessionNameOf(ctx)
-	intent, err := g.inst.intend(ctx, m, handle, b.name, session, b.event, callArgs(args, m.HandleKey))
+	intent, err := g.inst.intend(ctx, m, handle, b.name, session, protocolOf(ctx), b.event, callArgs(args, m.HandleKey))
 	if err != nil {
 		return g.fitOutput(ref.full, saveFailed(b.name, in.snap, err)), nil
 	}
@@ -243,7 +244,7 @@ func (g *Gate) callBound(ctx context.Context, ref *toolRef, req mcp.CallToolRequ
 		}
 		return res, herr
 	}
-	audit := &store.AuditEntry{Tool: b.name, Event: ev.Object(), Session: session, Settles: intent}
+	audit := &store.AuditEntry{Tool: b.name, Event: ev.Object(), Session: session, Settles: intent, Protocol: protocolOf(ctx)}
 	// The side effect happened: the event is stored even if the client
 	// went away meanwhile.
 	saved, _, aerr := g.inst.apply(context.WithoutCancel(ctx), m, handle, ev, audit, nil)

@@ -44,10 +44,17 @@ func (g *Gate) handleTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 		return bad, nil
 	}
 	m := ref.m
+	if ref.kind == startTool {
+		if !modern(ctx) {
+			return errorResult("FORBIDDEN", fmt.Sprintf("FORBIDDEN: %s is for clients of protocol revision 2026-07-28, which have no sessions; this session has an instance of its own (see %s)", name, m.StatusTool), nil), nil
+		}
+		return g.start(ctx, m)
+	}
 	handle, bad := g.handleOf(ctx, m, args)
 	if bad != nil {
 		return bad, nil
 	}
+	args, req = withoutModernHandle(ctx, m, args, req)
 	switch ref.kind {
 	case stateTool:
 		return g.callState(ctx, ref, handle, req)
@@ -65,6 +72,12 @@ func (g *Gate) handleTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 // or the shared one. bad answers an invalid handle.
 func (g *Gate) handleOf(ctx context.Context, m *Workflow, args map[string]any) (handle string, bad *mcp.CallToolResult) {
 	s := g.sessionOf(ctx)
+	if modern(ctx) {
+		if s != nil {
+			s.modern.Store(true)
+		}
+		return modernHandle(m, args)
+	}
 	if m.HandleKey == "" {
 		return g.instanceOf(s, m), nil
 	}
@@ -97,7 +110,7 @@ func (g *Gate) callEvent(ctx context.Context, t *Tool, handle string, args map[s
 		}
 		return nil
 	}
-	saved, emitted, err := g.inst.apply(ctx, m, handle, ev, &store.AuditEntry{Tool: t.Name, Event: ev.Object(), Session: g.sessionNameOf(ctx)}, check)
+	saved, emitted, err := g.inst.apply(ctx, m, handle, ev, &store.AuditEntry{Tool: t.Name, Event: ev.Object(), Session: g.sessionNameOf(ctx), Protocol: protocolOf(ctx)}, check)
 	if err != nil {
 		return g.eventFailed(t.Name, t.Event, m, handle, err), nil
 	}
@@ -187,7 +200,7 @@ func (g *Gate) reset(ctx context.Context, m *Workflow, handle string) (*mcp.Call
 	if err != nil {
 		return errorResult("ERROR", "ERROR: "+err.Error(), nil), nil
 	}
-	saved, err := g.inst.save(ctx, in, fresh, timers, &store.AuditEntry{Tool: m.ResetTool, Session: g.sessionNameOf(ctx)})
+	saved, err := g.inst.save(ctx, in, fresh, timers, &store.AuditEntry{Tool: m.ResetTool, Session: g.sessionNameOf(ctx), Protocol: protocolOf(ctx)})
 	if err != nil {
 		return saveFailed(m.ResetTool, snap, err), nil
 	}

@@ -187,13 +187,21 @@ func (g *Gate) Bind(srv *server.MCPServer) error {
 		server.WithHooks(hooks)(srv)
 	}
 	g.addHooks(hooks)
-	server.WithToolCapabilities(false)(srv) // listChanged: see addHooks
+	// listChanged: mcp-go tells every client when tools are registered or
+	// removed (the gate registers them only when they change), which is
+	// what clients of revision 2026-07-28 opt in to with
+	// subscriptions/listen; the gate tells each session of an earlier
+	// revision when its own list changed (refresh).
+	server.WithToolCapabilities(true)(srv)
+	// Revision 2026-07-28's tool list is the same for every caller, and
+	// changes only with the machine files and the upstream servers.
+	server.WithMethodCacheHints(mcp.MethodToolsList, ListTTL.Milliseconds(), mcp.CacheScopePrivate)(srv)
 	server.WithToolFilter(g.filterTools)(srv)
 	srv.Use(g.gateBound)
 	srv.AddTool(mcp.NewTool(unknownTool, mcp.WithDescription("(never listed: answers calls to unknown tools)")), g.handleUnknown)
 	g.setMu.Lock()
 	g.srv.Store(srv)
-	g.registerTools(g.served.Load().tools)
+	g.registerTools(g.served.Load().tools, nil)
 	g.setMu.Unlock()
 	return nil
 }

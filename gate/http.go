@@ -69,10 +69,11 @@ const (
 // stream, and keeps its session from ending as idle.
 const keepAlive = 25 * time.Second
 
-// httpVersions are the protocol revisions served over Streamable HTTP:
-// the ones with sessions (2024-11-05 had no Streamable HTTP, and
-// 2026-07-28 has no sessions), newest first.
-var httpVersions = []string{mcp.ProtocolVersion20251125, mcp.ProtocolVersion20250618, mcp.ProtocolVersion20250326}
+// httpVersions are the protocol revisions served over Streamable HTTP,
+// newest first: 2026-07-28, without sessions (each request names its
+// revision), and the ones with sessions since Streamable HTTP came
+// (2024-11-05 had none).
+var httpVersions = []string{mcp.ProtocolVersion20260728, mcp.ProtocolVersion20251125, mcp.ProtocolVersion20250618, mcp.ProtocolVersion20250326}
 
 // HTTPHandler is the gate's Streamable HTTP endpoint at /mcp: mcp-go's
 // StreamableHTTPServer, behind the checks that a local server needs
@@ -86,8 +87,25 @@ type HTTPHandler struct {
 	hosts   map[string]bool
 	log     *slog.Logger
 	ids     *sessionIDs
+	listens *semaphore
 	closing atomic.Bool
 }
+
+// semaphore bounds things open at once.
+type semaphore struct{ slots chan struct{} }
+
+func newSemaphore(n int) *semaphore { return &semaphore{slots: make(chan struct{}, n)} }
+
+func (s *semaphore) TryAcquire() bool {
+	select {
+	case s.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *semaphore) Release() { <-s.slots }
 
 // HTTPHandler serves the gate over Streamable HTTP (see HTTPHandler and
 // HTTPOptions). Tool lists are per session: the protocol is pinned to the
@@ -110,6 +128,7 @@ func (g *Gate) HTTPHandler(o HTTPOptions) *HTTPHandler {
 		h.hosts[normalHost(host)] = true
 	}
 	h.ids = &sessionIDs{max: o.MaxSessions, live: map[string]*sessionUse{}, evict: h.end}
+	h.listens = newSemaphore(o.MaxSessions)
 	h.inner = server.NewStreamableHTTPServer(g.Server(),
 		server.WithSessionIdManager(h.ids),
 		server.WithSessionIdleTTL(o.SessionIdle),
@@ -180,7 +199,10 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Service Unavailable: the server is shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	if v := r.Header.Get(mcp.HeaderProtocolVersion); v != "" && !slices.Contains(httpVersions, v) {
+	// A POST of a revision newer than those served is mcp-go's to answer:
+	// a client probing with server/discover is told which ones are (and
+	// settles on one).
+	if v := r.Header.Get(mcp.HeaderProtocolVersion); v != "" && !slices.Contains(httpVersions, v) && !(r.Method == http.MethodPost && mcp.IsModernProtocol(v)) {
 		http.Error(w, fmt.Sprintf("Bad Request: protocol version %s is not served over Streamable HTTP here (%s)", v, strings.Join(httpVersions, ", ")), http.StatusBadRequest)
 		return
 	}
@@ -206,17 +228,26 @@ func (h *HTTPHandler) post(w http.ResponseWriter, r *http.Request) {
 		writeJSONRPC(w, http.StatusBadRequest, e)
 		return
 	}
-	if v := metaProtocolVersion(env.Params); mcp.IsModernProtocol(v) {
-		writeJSONRPC(w, http.StatusBadRequest, rpcError(nil, mcp.INVALID_REQUEST,
-			fmt.Sprintf("protocol version %s is not served over Streamable HTTP here; use %s (with initialize)", v, strings.Join(httpVersions, ", "))))
-		return
-	}
-	if env.method() == string(mcp.MethodInitialize) {
+	switch {
+	case mcp.IsModernProtocol(metaProtocolVersion(env.Params)):
+		// Revision 2026-07-28: no session. A subscriptions/listen stream
+		// lasts, so those are bounded as sessions are.
+		if env.method() == string(mcp.MethodSubscriptionsListen) {
+			if !h.listens.TryAcquire() {
+				http.Error(w, fmt.Sprintf("Service Unavailable: %d subscriptions/listen streams are open; try again later", h.opts.MaxSessions), http.StatusServiceUnavailable)
+				return
+			}
+			defer h.listens.Release()
+		}
+	case env.method() == string(mcp.MethodServerDiscover):
+		// A client probing for revision 2026-07-28 with an earlier one
+		// (it falls back to initialize on an error): no session either.
+	case env.method() == string(mcp.MethodInitialize):
 		if !h.ids.admit() {
 			http.Error(w, fmt.Sprintf("Service Unavailable: %d sessions are busy; try again later", h.opts.MaxSessions), http.StatusServiceUnavailable)
 			return
 		}
-	} else {
+	default:
 		u := h.session(w, r)
 		if u == nil {
 			return

@@ -97,7 +97,7 @@ func TestHTTPTransport(t *testing.T) {
 	url, _ := setup(t)
 	const call = `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"invoice_submit","arguments":{}}}`
 
-	t.Run("the protocol is pinned to revisions with sessions", func(t *testing.T) {
+	t.Run("initialize negotiates a revision with sessions", func(t *testing.T) {
 		_, v := rawSession(t, url, "2026-07-28")
 		if v != "2025-11-25" {
 			t.Errorf("negotiated %q for a 2026-07-28 client, want 2025-11-25", v)

@@ -571,12 +571,12 @@ func (x *Instances) apply(ctx context.Context, w *Workflow, handle string, ev in
 // caller holds, before a bound tool's handler runs: the instance is
 // stored as it is (started, if it was not yet) with the entry, and the
 // intent's version is returned for the entry that settles it.
-func (x *Instances) intend(ctx context.Context, w *Workflow, handle, tool, session, event string, args map[string]any) (uint64, error) {
+func (x *Instances) intend(ctx context.Context, w *Workflow, handle, tool, session, protocol, event string, args map[string]any) (uint64, error) {
 	in, err := x.load(ctx, w, handle)
 	if err != nil {
 		return 0, err
 	}
-	entry := &store.AuditEntry{Tool: tool, Session: session, Intent: &store.Intent{Arguments: args, Event: event, Run: x.run}}
+	entry := &store.AuditEntry{Tool: tool, Session: session, Intent: &store.Intent{Arguments: args, Event: event, Run: x.run}, Protocol: protocol}
 	saved, err := x.save(ctx, in, in.snap, in.timers, entry)
 	if err != nil {
 		return 0, err

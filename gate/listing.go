@@ -96,6 +96,9 @@ func (g *Gate) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 		return tools
 	}
 	g.activity.Add(1)
+	if modern(ctx) {
+		return g.staticList(ctx, tools)
+	}
 	allowed := map[string]bool{} // tool name -> compact
 	for _, sh := range g.shownTo(ctx, g.sessionOf(ctx)) {
 		for _, name := range sh.tools {
@@ -171,6 +174,9 @@ func (g *Gate) refreshAll(ctx context.Context) {
 }
 
 func (g *Gate) refreshSession(ctx context.Context, s *session) {
+	if s.modern.Load() {
+		return
+	}
 	s.mu.Lock()
 	before := s.last
 	s.mu.Unlock()

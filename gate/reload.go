@@ -283,7 +283,7 @@ func (c *claims) take(m *Workflow, file string) {
 
 // toolNames lists the names of a machine's tools, built-in ones included.
 func toolNames(m *Workflow) []string {
-	out := []string{m.StatusTool, m.ResetTool}
+	out := []string{m.StatusTool, m.ResetTool, m.StartTool}
 	for _, t := range m.Tools {
 		out = append(out, t.Name)
 	}

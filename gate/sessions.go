@@ -25,6 +25,10 @@ type session struct {
 	// the session saw.
 	notified  atomic.Bool
 	streaming atomic.Bool // notifications reach the client as they are sent
+	// modern is set once the session made a request of revision
+	// 2026-07-28 (stdio): its tool list depends on no instance, and it is
+	// told only when that list changes (see serve).
+	modern atomic.Bool
 	mu        sync.Mutex
 	// handles are the instances the session used last, by machine (for
 	// machines with a handle key).
@@ -35,8 +39,8 @@ type session struct {
 
 func (g *Gate) sessionOf(ctx context.Context) *session {
 	cs := server.ClientSessionFromContext(ctx)
-	if cs == nil {
-		return nil
+	if cs == nil || cs.SessionID() == "" {
+		return nil // none, or a request of revision 2026-07-28 over HTTP
 	}
 	g.sessMu.Lock()
 	defer g.sessMu.Unlock()

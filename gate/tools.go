@@ -2,6 +2,8 @@ package gate
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,8 +24,9 @@ type toolRef struct {
 	// binding is a bound tool's.
 	binding *Binding
 	// full and compact are the tool as listed, outside and in the
-	// machine's initial state.
-	full, compact mcp.Tool
+	// machine's initial state; modern as listed to clients of revision
+	// 2026-07-28 (the same list for every caller: see modernTool).
+	full, compact, modern mcp.Tool
 	// state is a state tool's (an upstream tool its states list).
 	state *StateTool
 	// server is a passed-through upstream tool's server.
@@ -53,6 +56,7 @@ const (
 	boundTool // a tool with a handler of its own, bound to states
 	stateTool // an upstream tool that states list, sending no event
 	passTool  // an upstream tool passed through, always listed
+	startTool // starts an instance with a new handle (revision 2026-07-28)
 )
 
 // served is the machines a gate serves and their tools.
@@ -67,6 +71,8 @@ type served struct {
 	// upstreams hashes the upstream tools served: a change of one is a
 	// change of the listings that show it.
 	upstreams string
+	// static hashes the tool list of revision 2026-07-28 clients.
+	static string
 	// initial caches what a session that has no instance of a workflow
 	// sees, by *Workflow (views are computed for what is served).
 	initial sync.Map
@@ -106,6 +112,7 @@ func (g *Gate) serve(ms []*Workflow) error {
 			ref.full = g.mcpTool(name, ref, false)
 			ref.compact = g.mcpTool(name, ref, true)
 		}
+		ref.modern = g.modernTool(&ref)
 		tools[name] = &ref
 		return nil
 	}
@@ -177,6 +184,9 @@ func (g *Gate) serve(ms []*Workflow) error {
 		if err := add(m.ResetTool, toolRef{m: m, kind: resetTool}); err != nil {
 			return err
 		}
+		if err := add(m.StartTool, toolRef{m: m, kind: startTool}); err != nil {
+			return err
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(g.bindings)) {
 		b := g.bindings[name]
@@ -200,25 +210,49 @@ func (g *Gate) serve(ms []*Workflow) error {
 	// New tools are registered with the MCP server before the gate serves
 	// them, and old ones removed after, so that a call never finds a tool
 	// in one and not the other.
-	g.registerTools(tools)
+	static := staticVersion(tools)
+	changed := g.registerTools(tools, prev)
 	g.inst.setWorkflows(ids)
-	g.served.Store(&served{machines: ids, tools: tools, sorted: sorted, bound: bound, boundEvents: boundEvents, upstreams: us.version})
-	g.unregisterTools(prev, tools)
+	old := g.served.Swap(&served{machines: ids, tools: tools, sorted: sorted, bound: bound, boundEvents: boundEvents, upstreams: us.version, static: static})
+	if g.unregisterTools(prev, tools) {
+		changed = true
+	}
+	// Clients of revision 2026-07-28 are told through subscriptions/listen
+	// when their list changed: by mcp-go when tools were registered or
+	// removed, else here.
+	if srv := g.srv.Load(); srv != nil && !changed && old.static != static {
+		srv.SendNotificationToAllClients(string(mcp.MethodNotificationToolsListChanged), nil)
+	}
 	return nil
+}
+
+// staticVersion hashes the tool list of revision 2026-07-28 clients.
+func staticVersion(tools map[string]*toolRef) string {
+	h := sha256.New()
+	enc := json.NewEncoder(h)
+	for _, name := range slices.Sorted(maps.Keys(tools)) {
+		_ = enc.Encode(tools[name].modern)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 // registerTools registers the tools with the bound server (if any): the
 // workflows' own tools with the gate's handler, and bound tools with
 // their handler (and the handle argument in their schema when the
-// workflow has a handle key).
-func (g *Gate) registerTools(tools map[string]*toolRef) {
+// workflow has a handle key). A tool registered already as it is stays
+// (mcp-go tells every client when tools are registered); it reports
+// whether it registered any.
+func (g *Gate) registerTools(tools, prev map[string]*toolRef) bool {
 	srv := g.srv.Load()
 	if srv == nil {
-		return
+		return false
 	}
 	var add []server.ServerTool
 	for _, name := range slices.Sorted(maps.Keys(tools)) {
 		ref := tools[name]
+		if p := prev[name]; p != nil && p.kind == ref.kind && p.binding == ref.binding && srv.GetTool(name) != nil && sameTool(p.full, ref.full) {
+			continue
+		}
 		h := server.ToolHandlerFunc(g.handle)
 		switch ref.kind {
 		case boundTool:
@@ -233,14 +267,22 @@ func (g *Gate) registerTools(tools map[string]*toolRef) {
 	if len(add) > 0 {
 		srv.AddTools(add...)
 	}
+	return len(add) > 0
+}
+
+// sameTool reports whether two tools are listed alike.
+func sameTool(a, b mcp.Tool) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(x) == string(y)
 }
 
 // unregisterTools removes from the bound server the workflows' own tools
 // that are gone (a bound tool stays registered: its handler is the host's).
-func (g *Gate) unregisterTools(prev, now map[string]*toolRef) {
+func (g *Gate) unregisterTools(prev, now map[string]*toolRef) bool {
 	srv := g.srv.Load()
 	if srv == nil {
-		return
+		return false
 	}
 	var gone []string
 	for name, ref := range prev {
@@ -251,6 +293,7 @@ func (g *Gate) unregisterTools(prev, now map[string]*toolRef) {
 	if len(gone) > 0 {
 		srv.DeleteTools(gone...)
 	}
+	return len(gone) > 0
 }
 
 // mcpTool describes a tool to MCP clients.
@@ -270,6 +313,9 @@ func (g *Gate) mcpTool(name string, ref toolRef, compact bool) mcp.Tool {
 	case resetTool:
 		desc = fmt.Sprintf("Start the %s workflow afresh: it is finished (done or failed) and takes no other step.", ref.m.ID)
 		schema = ref.m.statusSchema()
+	case startTool:
+		desc = fmt.Sprintf("Start a new instance of the %s workflow in its initial state: returns its handle (%s), which every other tool of %s takes to act on it.", ref.m.ID, ref.m.ModernHandleKey(), ref.m.ID)
+		schema = map[string]any{"type": "object"}
 	}
 	if ref.kind == boundTool {
 		return g.listedTool(ref.binding, ref.m)

@@ -181,13 +181,16 @@ func (g *Gate) forward(srv, name, handleKey string, keepHandle bool, t *Tool, de
 				return g.fitOutput(def, errorResult("INVALID_ARGUMENTS", "INVALID_ARGUMENTS: "+err.Error(), map[string]any{"tool": t.Name})), nil
 			}
 		}
+		out := req
 		if handleKey != "" && !keepHandle {
 			if _, has := args[handleKey]; has {
 				args = maps.Clone(args)
 				delete(args, handleKey)
+				// mcp-go sends RawArguments (the arguments as they
+				// came, the handle too) in place of Arguments when set.
+				out.Params.RawArguments = nil
 			}
 		}
-		out := req
 		out.Params.Name = name
 		out.Params.Arguments = args
 		if s := server.ServerFromContext(ctx); s != nil {

@@ -38,8 +38,12 @@ type Workflow struct {
 	StateTools []*StateTool
 	StatusTool string // the name of the status tool (M_status, or M__status)
 	ResetTool  string // the name of the reset tool
-	byEvent    map[string]*Tool
-	initSnap   *interp.Snapshot // the initial state, for compact descriptions
+	// StartTool starts an instance with a new handle (M_start, or
+	// M__start): listed to clients of protocol revision 2026-07-28, whose
+	// tool lists do not depend on the caller (see ModernHandleKey).
+	StartTool string
+	byEvent   map[string]*Tool
+	initSnap  *interp.Snapshot // the initial state, for compact descriptions
 }
 
 // Tool is the MCP tool of one event of a machine.
@@ -66,6 +70,8 @@ type Tool struct {
 	// What meta.tool and the transition gave, which an upstream tool's own
 	// definition yields to.
 	described, titled, schemed, hinted bool
+	// Accepting are the states that take the event (their paths).
+	Accepting []string
 }
 
 // A StateTool is an upstream tool that states list (meta.tools): it is
@@ -380,6 +386,7 @@ func newWorkflow(m *interp.Machine, id, file, defaultHandleKey string) (*Workflo
 				}
 			}
 		}
+		t.Accepting = accepting
 		t.described = t.Description != ""
 		t.titled, t.schemed, t.hinted = tm.Title != "", tm.InputSchema != nil, tm.Hints != nil
 		t.Name = toolName(gm.ID, ev)
@@ -433,11 +440,33 @@ func newWorkflow(m *interp.Machine, id, file, defaultHandleKey string) (*Workflo
 	}
 	gm.StatusTool = builtin("status")
 	gm.ResetTool = builtin("reset")
+	gm.StartTool = builtin("start")
 	if init, _, err := m.Initial(nil); err == nil {
 		gm.initSnap = init
 	}
 	gm.listing = listingVersion(gm)
 	return gm, nil
+}
+
+// DefaultModernHandle is the argument that picks the instance of a
+// workflow with no handle key for clients of protocol revision 2026-07-28
+// (ModernHandleKey).
+const DefaultModernHandle = "workflow_id"
+
+// ModernHandleKey is the argument that picks the instance for clients of
+// protocol revision 2026-07-28, which have no sessions: the handle key,
+// else DefaultModernHandle (or stategate_workflow_id, when a tool of the
+// machine has an argument of that name).
+func (m *Workflow) ModernHandleKey() string {
+	if m.HandleKey != "" {
+		return m.HandleKey
+	}
+	for _, t := range m.Tools {
+		if props, _ := t.Schema["properties"].(map[string]any); props[DefaultModernHandle] != nil {
+			return "stategate_" + DefaultModernHandle
+		}
+	}
+	return DefaultModernHandle
 }
 
 // stateTools reads the states' meta.tools: the upstream tools each state

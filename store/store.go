@@ -148,6 +148,9 @@ type AuditEntry struct {
 	Intent *Intent `json:"intent,omitempty"`
 	// Settles is the version of the intent this entry ends.
 	Settles uint64 `json:"settles,omitempty"`
+	// Protocol is the MCP protocol revision of the call that made the
+	// entry, when a call did.
+	Protocol string `json:"protocol,omitempty"`
 }
 
 // An Intent is what a bound tool's call was about to do.

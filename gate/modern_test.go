@@ -1,0 +1,321 @@
+package gate_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/xstate"
+	"github.com/stategate/stategate/xstate/js"
+)
+
+// modernServer serves the bundled machines and the test machines over
+// HTTP, from a folder a test may change (then lib.Reload).
+func modernServer(t *testing.T) (url, dir string, lib *gate.Library, st *store.Memory) {
+	t.Helper()
+	dir = t.TempDir()
+	for _, f := range []string{"invoice.json", "invoice.impl.ts", "payment.ts", "db-migration.mjs"} {
+		data, err := os.ReadFile(filepath.Join("..", "machines", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for f, src := range testMachines {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st = store.NewMemory()
+	g := gate.New(gate.Options{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	lib = gate.NewLibrary(g, &xstate.Loader{Modules: &js.Host{}}, dir, "")
+	if err := lib.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	h := g.HTTPHandler(gate.HTTPOptions{})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	t.Cleanup(h.Close)
+	return srv.URL + "/mcp", dir, lib, st
+}
+
+// connectModern connects a client that speaks revision 2026-07-28 (mcp-go's
+// default: it probes with server/discover).
+func connectModern(t *testing.T, c *client.Client) *mcpClient {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mc := &mcpClient{Client: c, t: t, changed: make(chan struct{}, 100)}
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method == "notifications/tools/list_changed" {
+			mc.changed <- struct{}{}
+		}
+	})
+	init := mcp.InitializeRequest{}
+	init.Params.ClientInfo = mcp.Implementation{Name: "modern", Version: "1"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	if v := c.ProtocolVersion(); v != mcp.ProtocolVersion20260728 {
+		t.Fatalf("negotiated %q, want %s", v, mcp.ProtocolVersion20260728)
+	}
+	t.Cleanup(func() { c.Close() })
+	return mc
+}
+
+func modernHTTP(t *testing.T, url string) *mcpClient {
+	t.Helper()
+	c, err := client.NewStreamableHttpClient(url, transport.WithHTTPLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return connectModern(t, c)
+}
+
+// listing is a tool list as text, to compare lists whole.
+func listing(t *testing.T, c *mcpClient) string {
+	t.Helper()
+	res, err := c.ListTools(context.Background(), mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(res.Tools)
+	return string(data)
+}
+
+// walkModern walks an invoice as a client of revision 2026-07-28: the
+// list is every tool, each taking the handle, and it does not change as
+// the instance moves; the results say what is allowed next.
+func walkModern(t *testing.T, c *mcpClient) {
+	t.Helper()
+	ctx := context.Background()
+	res, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.TTLMs == nil || *res.TTLMs <= 0 || res.CacheScope == "" {
+		t.Errorf("no cache hints on the list: ttlMs %v, cacheScope %q", res.TTLMs, res.CacheScope)
+	}
+	before := listing(t, c)
+	tools := c.tools()
+	for _, want := range []string{"invoice_submit", "invoice_approve", "invoice_request_changes", "invoice_status", "invoice_reset", "invoice_start", "order_add", "lamp_on"} {
+		if _, ok := tools[want]; !ok {
+			t.Errorf("%s not listed: %v", want, names(tools))
+		}
+	}
+	approve := tools["invoice_approve"]
+	if !slices.Contains(approve.InputSchema.Required, "workflow_id") || !strings.Contains(approve.Description, "Available when the invoice workflow is in") {
+		t.Errorf("invoice_approve as listed: %+v", approve)
+	}
+	if !slices.Contains(tools["order_add"].InputSchema.Required, "order_id") {
+		t.Errorf("order_add does not take its handle key: %+v", tools["order_add"].InputSchema)
+	}
+	// A handle the server did not make is refused, naming the start tool.
+	if text, sc, isErr := c.call("invoice_submit", map[string]any{"workflow_id": "default"}); !isErr || sc["error"] != "INVALID_ARGUMENTS" || !strings.Contains(text, "invoice_start") {
+		t.Errorf("a handle not made by the server: %s %v", text, sc)
+	}
+	_, sc, isErr := c.call("invoice_start", nil)
+	handle, _ := sc["handle"].(string)
+	if isErr || !strings.HasPrefix(handle, "wf-") || len(handle) < 3+26 || sc["state"] != "draft" {
+		t.Fatalf("invoice_start: %v", sc)
+	}
+	id := map[string]any{"workflow_id": handle}
+	// Not allowed yet: refused with the state and the tools allowed now.
+	text, sc, isErr := c.call("invoice_approve", id)
+	if !isErr || sc["error"] != "FORBIDDEN" || !strings.Contains(text, "invoice_submit") {
+		t.Errorf("approve in draft: %s %v", text, sc)
+	}
+	text, sc, isErr = c.call("invoice_submit", id)
+	if isErr || sc["state"] != "review" || !strings.Contains(text, "invoice_approve") {
+		t.Fatalf("submit: %s %v", text, sc)
+	}
+	text, sc, isErr = c.call("invoice_approve", id)
+	if isErr || sc["state"] != "approved" {
+		t.Fatalf("approve: %s %v", text, sc)
+	}
+	// The list did not change, and nobody was told it did.
+	if after := listing(t, c); after != before {
+		t.Errorf("the list changed with the calls:\nbefore %s\nafter  %s", before, after)
+	}
+	c.noChange()
+}
+
+func TestModernHTTP(t *testing.T) {
+	url, _, _, st := modernServer(t)
+	c := modernHTTP(t, url)
+	walkModern(t, c)
+	// The audit trail records the revision of each call.
+	keys, _ := st.List(context.Background())
+	var seen bool
+	for _, k := range keys {
+		if k.Machine != "invoice" {
+			continue
+		}
+		trail, _ := st.Audit(context.Background(), k, 0)
+		for _, e := range trail {
+			seen = true
+			if e.Protocol != mcp.ProtocolVersion20260728 {
+				t.Errorf("audit entry %+v: protocol %q", e, e.Protocol)
+			}
+		}
+	}
+	if !seen {
+		t.Error("no audit entry")
+	}
+}
+
+// TestModernAndLegacyTogether: a client of each revision on one server;
+// the older one still has its per-session list and list_changed.
+func TestModernAndLegacyTogether(t *testing.T) {
+	url, _, _, _ := modernServer(t)
+	modern := modernHTTP(t, url)
+	legacy := connect(t, url)
+	if _, ok := legacy.tools()["invoice_approve"]; ok {
+		t.Fatal("invoice_approve listed to a legacy session in draft")
+	}
+	if _, ok := legacy.tools()["invoice_start"]; ok {
+		t.Error("the start tool listed to a legacy session")
+	}
+	if _, sc, isErr := legacy.call("invoice_start", nil); !isErr || sc["error"] != "FORBIDDEN" {
+		t.Errorf("invoice_start from a legacy session: %v", sc)
+	}
+	legacy.call("invoice_submit", nil)
+	legacy.awaitChanged()
+	if _, ok := legacy.tools()["invoice_approve"]; !ok {
+		t.Error("invoice_approve not listed to the legacy session in review")
+	}
+	walkModern(t, modern)
+	// The modern client's instance is not the legacy session's.
+	_, sc, _ := legacy.call("invoice_status", nil)
+	if sc["state"] != "review" {
+		t.Errorf("the legacy session's invoice: %v", sc)
+	}
+}
+
+// TestModernReloadIsAnnounced: a reload that changes the list reaches a
+// client that listens (subscriptions/listen, toolsListChanged).
+func TestModernReloadIsAnnounced(t *testing.T) {
+	url, dir, lib, _ := modernServer(t)
+	c := modernHTTP(t, url)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	listening := make(chan error, 1)
+	stop, err := c.ListenAsync(ctx, mcp.SubscriptionFilter{ToolsListChanged: true}, func(err error) { listening <- err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	before := listing(t, c)
+	// The listen stream may open after ListenAsync returns: reload until
+	// a notification arrives (each reload adds a machine).
+	deadline := time.After(10 * time.Second)
+	for i := 0; ; i++ {
+		src := strings.ReplaceAll(testMachines["lamp.json"], `"id": "lamp"`, `"id": "bulb`+string(rune('a'+i))+`"`)
+		if err := os.WriteFile(filepath.Join(dir, "bulb"+string(rune('a'+i))+".json"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := lib.Reload(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-c.changed:
+		case err := <-listening:
+			t.Fatalf("listen: %v", err)
+		case <-time.After(100 * time.Millisecond):
+			continue
+		case <-deadline:
+			t.Fatal("no list_changed after reloads")
+		}
+		break
+	}
+	after := listing(t, c)
+	if after == before || !strings.Contains(after, "bulba_on") {
+		t.Errorf("the list after the reload lacks the new machine: %s", after)
+	}
+}
+
+// TestModernStdio: over stdio, a client of revision 2026-07-28 gets the
+// same list whatever its calls do (mcp-go answers server/discover there).
+func TestModernStdio(t *testing.T) {
+	bin := buildBinary(t)
+	dir, _ := filepath.Abs(filepath.Join("..", "machines"))
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	c, err := client.NewStdioMCPClient(bin, env, "serve", "--machines", dir, "--data", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := connectModern(t, c)
+	before := listing(t, mc)
+	_, sc, _ := mc.call("invoice_start", nil)
+	id := map[string]any{"workflow_id": sc["handle"]}
+	if _, sc, isErr := mc.call("invoice_submit", id); isErr || sc["state"] != "review" {
+		t.Fatalf("submit: %v", sc)
+	}
+	if after := listing(t, mc); after != before {
+		t.Errorf("the list changed with a call:\nbefore %s\nafter  %s", before, after)
+	}
+	mc.noChange()
+}
+
+// TestModernNegotiation: a client that asks for a revision the server
+// does not know is told the ones it serves, and settles on 2026-07-28;
+// one pinned to 2025-11-25 gets that, with its session.
+func TestModernNegotiation(t *testing.T) {
+	url, _, _, _ := modernServer(t)
+	quiet := transport.WithHTTPLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c, err := client.NewStreamableHttpClient(url, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = "2099-01-01"
+	init.Params.ClientInfo = mcp.Implementation{Name: "future", Version: "1"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	if v := c.ProtocolVersion(); v != mcp.ProtocolVersion20260728 {
+		t.Errorf("a client of a future revision settled on %q", v)
+	}
+	d, err := c.Discover(ctx, mcp.DiscoverRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{mcp.ProtocolVersion20260728, mcp.ProtocolVersion20251125} {
+		if !slices.Contains(d.SupportedVersions, v) {
+			t.Errorf("server/discover does not advertise %s: %v", v, d.SupportedVersions)
+		}
+	}
+	if d.Capabilities.Tools == nil || !d.Capabilities.Tools.ListChanged {
+		t.Errorf("server/discover: tools capability %+v", d.Capabilities.Tools)
+	}
+	legacy := connect(t, url)
+	if v := legacy.ProtocolVersion(); v != mcp.ProtocolVersion20251125 {
+		t.Errorf("a client pinned to 2025-11-25 got %q", v)
+	}
+	if legacy.GetSessionId() == "" {
+		t.Error("no session for a 2025-11-25 client")
+	}
+}
