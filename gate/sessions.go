@@ -29,7 +29,7 @@ type session struct {
 	// 2026-07-28 (stdio): its tool list depends on no instance, and it is
 	// told only when that list changes (see serve).
 	modern atomic.Bool
-	mu        sync.Mutex
+	mu     sync.Mutex
 	// handles are the instances the session used last, by machine (for
 	// machines with a handle key).
 	handles map[string]string
