@@ -341,3 +341,38 @@ func TestUpstreamToolsChange(t *testing.T) {
 		t.Errorf("a clash: %v", err)
 	}
 }
+
+// TestUpstreamToolsModern: a client of revision 2026-07-28 sees every
+// upstream tool the workflow names, whatever the state, and its calls are
+// gated and forwarded as a session's are.
+func TestUpstreamToolsModern(t *testing.T) {
+	up := newFakeUpstreams()
+	g := gate.New(gate.Options{Store: store.NewMemory(), Upstreams: up, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err := g.SetWorkflows([]*gate.Workflow{deployWorkflow(t)}); err != nil {
+		t.Fatal(err)
+	}
+	h := g.HTTPHandler(gate.HTTPOptions{})
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	t.Cleanup(h.Close)
+	c := modernHTTP(t, ts.URL+"/mcp")
+	tools := c.tools()
+	for name, when := range map[string]string{"write_file": "in draft", "run_tests": "in written", "read_file": "in draft or written", "ping": ""} {
+		tool, ok := tools[name]
+		if !ok || !strings.Contains(tool.Description, when) {
+			t.Errorf("%s as listed: %+v", name, tool)
+		}
+	}
+	if _, sc, isErr := c.call("run_tests", map[string]any{"deploy_id": "m1"}); !isErr || sc["error"] != "FORBIDDEN" {
+		t.Errorf("run_tests in draft: %v", sc)
+	}
+	if res := c.callResult("write_file", map[string]any{"deploy_id": "m1", "path": "a"}); res.IsError {
+		t.Fatalf("write_file: %+v", res)
+	}
+	if got := up.called(); len(got) != 1 || got[0] != "fs/write_file map[path:a]" {
+		t.Errorf("forwarded: %v", got)
+	}
+	if _, sc, _ := c.call("deploy_status", map[string]any{"deploy_id": "m1"}); sc["state"] != "written" {
+		t.Errorf("after write_file: %v", sc)
+	}
+}
