@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -317,5 +318,20 @@ func TestModernNegotiation(t *testing.T) {
 	}
 	if legacy.GetSessionId() == "" {
 		t.Error("no session for a 2025-11-25 client")
+	}
+}
+
+// TestDiscoverProbeFallsBack: a probe with server/discover that does not
+// speak 2026-07-28 (no such version in its _meta) is answered as a server
+// of the earlier revisions answers a request without a session (404), on
+// which a probing client falls back to initialize, which works.
+func TestDiscoverProbeFallsBack(t *testing.T) {
+	url, _, _, _ := modernServer(t)
+	res := rawPost(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}`, nil)
+	if res.StatusCode != http.StatusNotFound {
+		t.Fatalf("a probe without 2026-07-28: %s, want 404", res.Status)
+	}
+	if id, v := rawSession(t, url, mcp.ProtocolVersion20251125); id == "" || v != mcp.ProtocolVersion20251125 {
+		t.Errorf("initialize after the probe: %q %q", id, v)
 	}
 }
