@@ -33,6 +33,7 @@ type cli struct {
 	Bench benchCmd `cmd:"" help:"Time conformance cases as scripts/bench-xstate.sh times XState; one JSON line per case."`
 	Check checkCmd `cmd:"" help:"Validate machine files; exit status 1 when any fails."`
 	State stateCmd `cmd:"" help:"Inspect or reset the stored instances (when no server holds the store)."`
+	Graph graphCmd `cmd:"" help:"Draw a machine file as SVG, DOT or Mermaid; with --data and --handle, an instance's active states and context."`
 
 	Version kong.VersionFlag `help:"Print the version and exit."`
 }
