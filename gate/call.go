@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -174,12 +175,24 @@ func (g *Gate) status(ctx context.Context, m *Workflow, handle string) (*mcp.Cal
 			"In doubt: %d call(s) of a bound tool began and never ended (the server stopped during them, latest %s at %s): their side effects may have happened, and the workflow did not move. Check before calling again.",
 			len(doubt), doubt[len(doubt)-1].Tool, doubt[len(doubt)-1].Time.Format(time.RFC3339))))
 	}
+	if g.opts.InspectURL != "" {
+		link := InspectLink(g.opts.InspectURL, m.ID, handle)
+		sc["inspect"] = link
+		res.Content = append(res.Content, mcp.NewTextContent("See it in a browser (its diagram and audit trail): "+link))
+	}
 	if lerr := g.loadError(m); lerr != nil {
 		public := g.publicError(lerr)
 		sc["fileError"] = public
 		res.Content = append(res.Content, mcp.NewTextContent("The machine file has an error; its last good version is served: "+public))
 	}
 	return res, nil
+}
+
+// InspectLink is the address of an instance's page under an inspector's
+// base address (Options.InspectURL): base/WORKFLOW/HANDLE, each part
+// path-escaped.
+func InspectLink(base, workflow, handle string) string {
+	return strings.TrimSuffix(base, "/") + "/" + url.PathEscape(workflow) + "/" + url.PathEscape(handle)
 }
 
 // reset starts an instance afresh; it is allowed only once the instance is

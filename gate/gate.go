@@ -67,6 +67,11 @@ type Options struct {
 	// Upstreams, when set, are the other MCP servers whose tools the
 	// workflows gate (see Upstreams).
 	Upstreams Upstreams
+	// InspectURL, when set, is the address of the inspector's pages
+	// ("http://127.0.0.1:3001/inspect"): the status tool's result links
+	// to the instance's page, InspectURL/WORKFLOW/HANDLE (each part
+	// path-escaped), in its structured content ("inspect") and its text.
+	InspectURL string
 }
 
 // Gate serves machines over MCP.

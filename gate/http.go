@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
@@ -182,17 +183,7 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	if !h.allowedHost(r.Host) {
-		http.Error(w, fmt.Sprintf("Forbidden: Host %q is not an address of this server (add it with --allow-host)", r.Host), http.StatusForbidden)
-		return
-	}
-	if o := r.Header.Get("Origin"); o != "" && !h.allowedOrigin(o) {
-		http.Error(w, "Forbidden: foreign Origin", http.StatusForbidden)
-		return
-	}
-	if h.opts.Token != "" && !h.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="stategate"`)
-		http.Error(w, "Unauthorized: a bearer token is required", http.StatusUnauthorized)
+	if !h.admit(w, r, false) {
 		return
 	}
 	if h.closing.Load() {
@@ -216,6 +207,91 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.inner.ServeHTTP(w, r)
 		}
 	}
+}
+
+// admit answers a request that fails the checks every request to the
+// server passes, and reports whether it passed: its Host names the server,
+// its Origin (if any) too, and it carries the bearer token (when one is
+// set). A browser's request (browser) may carry the token as the
+// inspector's cookie instead (see Guard).
+func (h *HTTPHandler) admit(w http.ResponseWriter, r *http.Request, browser bool) bool {
+	if !h.admitHost(w, r) {
+		return false
+	}
+	if h.opts.Token != "" && !h.authorized(r) && !(browser && h.cookieAuthorized(r)) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="stategate"`)
+		msg := "Unauthorized: a bearer token is required"
+		if browser {
+			msg += " (in a browser, open the page once with ?token=TOKEN: a cookie then carries it)"
+		}
+		http.Error(w, msg, http.StatusUnauthorized)
+		return false
+	}
+	return true
+}
+
+// admitHost answers a request whose Host or Origin does not name the
+// server (403), and reports whether they do.
+func (h *HTTPHandler) admitHost(w http.ResponseWriter, r *http.Request) bool {
+	if !h.allowedHost(r.Host) {
+		http.Error(w, fmt.Sprintf("Forbidden: Host %q is not an address of this server (add it with --allow-host)", r.Host), http.StatusForbidden)
+		return false
+	}
+	if o := r.Header.Get("Origin"); o != "" && !h.allowedOrigin(o) {
+		http.Error(w, "Forbidden: foreign Origin", http.StatusForbidden)
+		return false
+	}
+	return true
+}
+
+// TokenCookie is the cookie that carries the bearer token's proof for a
+// browser (see Guard).
+const TokenCookie = "stategate-token"
+
+// Guard serves other pages beside /mcp (the inspector) behind the checks
+// of /mcp: the Host and Origin must name the server, and with a token
+// (HTTPOptions.Token) the request must carry it. A browser cannot send an
+// Authorization header, so Guard also takes the token once as a query
+// parameter (?token=TOKEN): it answers with a cookie (TokenCookie, HttpOnly,
+// SameSite=Strict, for the server's whole path, holding a hash of the
+// token rather than the token) and a redirect to the same address without
+// the parameter; later requests carry the cookie. A wrong token is 401.
+func (h *HTTPHandler) Guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if tok := q.Get("token"); h.opts.Token != "" && q.Has("token") {
+			if !h.admitHost(w, r) {
+				return
+			}
+			if subtle.ConstantTimeCompare([]byte(tok), []byte(h.opts.Token)) != 1 {
+				http.Error(w, "Unauthorized: wrong token", http.StatusUnauthorized)
+				return
+			}
+			http.SetCookie(w, &http.Cookie{Name: TokenCookie, Value: h.cookieValue(), Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			q.Del("token")
+			u := *r.URL
+			u.RawQuery = q.Encode()
+			http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+			return
+		}
+		if !h.admit(w, r, true) {
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// cookieValue is what the token cookie holds: a hash of the token, so
+// that the cookie, wherever a browser keeps it, is not the token that
+// drives the workflows over /mcp.
+func (h *HTTPHandler) cookieValue() string {
+	sum := sha256.Sum256([]byte("stategate inspector cookie\x00" + h.opts.Token))
+	return hex.EncodeToString(sum[:])
+}
+
+func (h *HTTPHandler) cookieAuthorized(r *http.Request) bool {
+	c, err := r.Cookie(TokenCookie)
+	return err == nil && subtle.ConstantTimeCompare([]byte(c.Value), []byte(h.cookieValue())) == 1
 }
 
 func (h *HTTPHandler) post(w http.ResponseWriter, r *http.Request) {

@@ -44,6 +44,9 @@ type Instances struct {
 	// changed, when set, is told of every instance that changed (a call,
 	// a timer, a Send): the gate tells the sessions that see it.
 	changed func(ctx context.Context, w *Workflow, handle string)
+
+	// watchers are told of every change in the store (Subscribe).
+	watchers listeners[Change]
 }
 
 // InstancesOptions configure Instances.
@@ -237,6 +240,7 @@ func (x *Instances) save(ctx context.Context, in *instance, snap *interp.Snapsho
 	next := &instance{m: in.m, handle: in.handle, snap: snap, version: v, timers: timers}
 	x.remember(key, next)
 	x.sched.set(key, timers)
+	x.watchers.tell(Change{Workflow: in.m.ID, Handle: in.handle})
 	return next, nil
 }
 

@@ -48,6 +48,9 @@ type Library struct {
 	helpers map[string]string
 	// served is what the gate serves, by file.
 	served map[string]*Workflow
+
+	// reloaded are told after every reload (Subscribe).
+	reloaded listeners[struct{}]
 }
 
 // NewLibrary makes a library of a folder served by a gate. A Loader with
@@ -189,6 +192,7 @@ func (lib *Library) Reload() error {
 	lib.loaded = true
 	lib.mu.Unlock()
 	lib.g.setErrors(lib.Errors(), lib.dir)
+	defer lib.reloaded.tell(struct{}{})
 	if err := lib.g.SetWorkflows(ms); err != nil {
 		return err
 	}

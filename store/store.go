@@ -259,6 +259,9 @@ func (m *Memory) Save(ctx context.Context, k Key, rec Record, version uint64) (u
 		return 0, ErrConflict
 	}
 	rec.Snapshot = append([]byte(nil), rec.Snapshot...)
+	if rec.Updated.IsZero() {
+		rec.Updated = time.Now() // as Badger does
+	}
 	if a := rec.Audit; a != nil {
 		entry := *a
 		entry.Version = version + 1

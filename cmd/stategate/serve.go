@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/inspect"
 	"github.com/stategate/stategate/store"
 	"github.com/stategate/stategate/upstream"
 	"github.com/stategate/stategate/xstate"
@@ -36,6 +38,7 @@ type serveCmd struct {
 	AllowHost []string      `name:"allow-host" placeholder:"NAME" help:"A host name (or address) HTTP clients may reach the server by, besides loopback names and the addresses it listens on (repeatable)."`
 	TokenFile string        `name:"token-file" type:"existingfile" placeholder:"FILE" help:"Require every HTTP request to carry 'Authorization: Bearer TOKEN', TOKEN being the file's first line."`
 	Sessions  int           `name:"max-sessions" default:"1024" help:"HTTP sessions at most; a new one ends the one idle longest."`
+	InspReset bool          `name:"inspect-reset" help:"Let the inspector's pages (ADDR/inspect) reset an instance that is done or failed, as 'state reset' does; without it they change nothing."`
 	HandleKey string        `placeholder:"NAME" help:"Argument that picks a workflow instance (a machine's meta.handleKey overrides it)."`
 	Instance  string        `default:"default" help:"The instance that stdio uses for machines with no handle key."`
 	JSTimeout time.Duration `name:"js-timeout" default:"1s" help:"Time limit of one call into a machine's JavaScript."`
@@ -108,6 +111,8 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 	opts := gate.Options{Store: st, Logger: log, EventTimeout: c.EventTime}
 	if c.HTTP == "" {
 		opts.SharedInstance = c.Instance
+	} else {
+		opts.InspectURL = inspectURL(ln.Addr(), c.AllowHost)
 	}
 	upFile, upCfg, err := loadUpstreams(c.Upstreams)
 	if err != nil {
@@ -180,12 +185,19 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 		log.Warn("serving HTTP on a non-loopback address without authentication: anyone who can reach it can drive every workflow (give --token-file)", "addr", ln.Addr().String())
 	}
 	h := g.HTTPHandler(hopts)
+	// The inspector's pages, behind the checks of /mcp.
+	ins := inspect.New(inspect.Options{Gate: g, Library: lib, Reset: c.InspReset, Logger: log})
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", h)
+	mux.Handle("/", h.Guard(ins))
 	// Headers must arrive within 10 s (bodies: gate.DefaultBodyTimeout);
 	// an idle keep-alive connection is closed after 2 minutes. There is no
 	// write timeout: GET streams last.
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	srv.RegisterOnShutdown(h.Close)
+	srv.RegisterOnShutdown(ins.Close)
 	log.Info("serving MCP over Streamable HTTP", "url", fmt.Sprintf("http://%s/mcp", ln.Addr()), "store", where, "cores", runtime.GOMAXPROCS(0))
+	log.Info("inspector", "url", opts.InspectURL, "reset", c.InspReset)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -199,6 +211,21 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// inspectURL is the inspector's address as the status tool links to it:
+// the listener's address, or, when it listens on every address, the first
+// --allow-host name (else localhost).
+func inspectURL(a net.Addr, allow []string) string {
+	host := a.String()
+	if ap, err := netip.ParseAddrPort(host); err == nil && ap.Addr().IsUnspecified() {
+		name := "localhost"
+		if len(allow) > 0 {
+			name = allow[0]
+		}
+		host = net.JoinHostPort(name, strconv.Itoa(int(ap.Port())))
+	}
+	return "http://" + host + inspect.Prefix
 }
 
 // upstreamsReady is how long serve waits for upstream servers to come up

@@ -1,0 +1,239 @@
+package inspect_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/stategate/stategate/gate"
+)
+
+// docsScreenshot, when set, writes the screenshot of an instance's page
+// that the README shows (docs/inspector.png).
+var docsScreenshot = flag.Bool("inspector.docs", false, "write docs/inspector.png from the browser test")
+
+// chromium finds a Chromium or Chrome binary: $CHROME, else the usual
+// names on PATH.
+func chromium() string {
+	if p := os.Getenv("CHROME"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// artifacts is where the test's screenshots go: $STATEGATE_ARTIFACTS, else
+// a temporary folder.
+func artifacts(t *testing.T) string {
+	if dir := os.Getenv("STATEGATE_ARTIFACTS"); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	return t.TempDir()
+}
+
+// TestInspectorInABrowser opens the inspector of a running server in a
+// headless Chromium, walks the invoice through MCP calls, and reads from
+// the page's DOM that the current state, the diagram's highlighted state
+// and the audit trail follow within a second, that a broken machine file
+// shows its error, and that an operator's reset works.
+func TestInspectorInABrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the browser test starts Chromium")
+	}
+	exe := chromium()
+	if exe == "" {
+		t.Skip("no Chromium or Chrome found (install Debian's chromium, or set CHROME to a binary)")
+	}
+	out := artifacts(t)
+	s := start(t, gate.HTTPOptions{}, true, nil)
+
+	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(exe), chromedp.Headless, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck, chromedp.WindowSize(1360, 900), chromedp.UserDataDir(t.TempDir())}
+	if os.Geteuid() == 0 {
+		opts = append(opts, chromedp.NoSandbox) // Chromium refuses to run as root with its sandbox
+	}
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelA()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancelT := context.WithTimeout(ctx, 40*time.Second)
+	defer cancelT()
+	// The reset asks for a confirmation: accept it.
+	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	go func() {
+		for _, err := range dialogs {
+			if err != nil {
+				return
+			}
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
+
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	eval := func(js string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			t.Fatalf("evaluating %s: %v", js, err)
+		}
+		return v
+	}
+	// await polls the page until js gives want, within deadline.
+	await := func(what, js, want string, deadline time.Duration) {
+		t.Helper()
+		end := time.Now().Add(deadline)
+		var got string
+		for {
+			// The page may be between two documents (a form's redirect):
+			// an error is a value to poll past.
+			v, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { try { return String(`+js+`) } catch (e) { return "error: " + e } })()`))
+			if got = v; err != nil {
+				got = "error: " + err.Error()
+			}
+			if got == want {
+				return
+			}
+			if time.Now().After(end) {
+				shot(t, ctx, out, "failed-"+strings.ReplaceAll(what, " ", "-"))
+				t.Fatalf("%s: the page shows %q after %v, want %q", what, got, deadline, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// awaitLive waits for the page's event stream to be open, so that no
+	// change made after it is missed.
+	awaitLive := func() {
+		t.Helper()
+		await("the page is live", `document.getElementById("live").textContent`, "live", 5*time.Second)
+	}
+
+	// The empty inspector says why it is empty.
+	do("open the inspector", chromedp.Navigate(s.URL+"/"))
+	awaitLive()
+	if got := eval(`document.getElementById("no-instances") ? document.getElementById("no-instances").textContent : ""`); !strings.Contains(got, "they appear when an agent calls a tool") {
+		t.Errorf("the empty instances list says %q", got)
+	}
+	if got := eval(`document.querySelector("#files tbody tr.file").dataset.file + " " + document.querySelector("#files tbody tr.file .badge").textContent`); got != "invoice.json served" {
+		t.Errorf("the workflows table shows %q, want invoice.json served", got)
+	}
+	shot(t, ctx, out, "1-workflows-empty")
+
+	// An agent starts an invoice; the index lists it within a second.
+	a := connect(t, s.URL)
+	a.call("invoice_add_line", map[string]any{"description": "Design work", "amount": 1200})
+	await("the index lists the instance", `String(document.querySelectorAll("table.instances tbody tr").length)`, "1", time.Second)
+
+	// The status tool links to the instance's page.
+	sc, _ := a.call("invoice_status", nil)
+	link, _ := sc["inspect"].(string)
+	if !strings.HasPrefix(link, s.URL+"/inspect/invoice/session-") {
+		t.Fatalf("the status tool's inspect link is %q", link)
+	}
+	do("open the instance's page", chromedp.Navigate(link))
+	awaitLive()
+	state := `document.getElementById("current-state").textContent`
+	// The diagram's highlighted state: the active atomic state's label.
+	highlighted := `Array.from(document.querySelectorAll("#diagram g.state.active.atomic, #diagram g.state.active.final")).map(g => g.querySelector("text") ? g.querySelector("text").textContent.trim() : g.id).join(",")`
+	trail := `Array.from(document.querySelectorAll("#audit tbody tr")).map(tr => tr.querySelector("td.tool").textContent.trim() + ":" + tr.querySelector("td.move").textContent.replace(/\s+/g, " ").trim()).join(" | ")`
+	await("state", state, "draft", time.Second)
+	await("highlighted", highlighted, "draft", time.Second)
+	await("trail", trail, "invoice_add_line:stayed in draft", time.Second)
+
+	// Each call moves the page within a second.
+	a.call("invoice_add_line", map[string]any{"description": "Hosting, March", "amount": 300})
+	await("trail after a second line", `String(document.querySelectorAll("#audit tbody tr").length)`, "2", time.Second)
+	a.call("invoice_submit", nil)
+	await("state after submit", state, "review", time.Second)
+	await("highlighted after submit", highlighted, "review", time.Second)
+	await("trail after submit", `document.querySelector("#audit tbody tr").querySelector("td.move").textContent.replace(/\s+/g, " ").trim()`, "draft → review", time.Second)
+	a.call("invoice_approve", nil)
+	await("state after approve", state, "approved", time.Second)
+	await("highlighted after approve", highlighted, "approved", time.Second)
+	a.call("invoice_record_payment", map[string]any{"amount": 500})
+	await("trail after a payment", `document.querySelector("#audit tbody tr td.tool").textContent.trim() + " " + document.querySelector("#audit tbody tr code.payload").textContent`, `invoice_record_payment {"amount":500}`, time.Second)
+	if got := eval(`document.querySelector("#audit tbody tr code.session").textContent`); !strings.HasPrefix(got, "session-") {
+		t.Errorf("the trail names the session %q, want its opaque name session-…", got)
+	}
+	time.Sleep(time.Second) // the new row's flash fades
+	shot(t, ctx, out, "2-instance-approved")
+	if *docsScreenshot {
+		data, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join("..", "docs", "inspector.png"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Paid in full and discharged: the workflow is done, and the
+	// operator's reset (enabled here) starts it afresh.
+	a.call("invoice_record_payment", map[string]any{"amount": 1000})
+	a.call("invoice_discharge", nil)
+	await("state when done", state, "discharged", time.Second)
+	await("the done badge", `document.querySelector("dl.facts .badge").textContent`, "done", time.Second)
+	await("the reset button", `document.querySelector("form.reset button") ? "yes" : "no"`, "yes", time.Second)
+	shot(t, ctx, out, "3-instance-done")
+	do("reset", chromedp.Click("form.reset button"))
+	await("the trail records the reset", `document.querySelector("#audit tbody tr td.tool").textContent.trim() + " / " + document.querySelector("#audit tbody tr td.notes").textContent.trim()`,
+		"(operator reset) / reset by an operator (the inspector's reset button)", 2*time.Second)
+	await("state after the reset", state, "draft", time.Second)
+
+	// A per-workflow diagram, and a broken machine file: the workflow's
+	// page and the index show the error, with its file and line.
+	do("open the workflow's page", chromedp.Navigate(s.URL+"/inspect/invoice"))
+	awaitLive()
+	if got := eval(`String(document.querySelectorAll("#diagram g.state").length > 3)`); got != "true" {
+		t.Errorf("the workflow's diagram has no states")
+	}
+	shot(t, ctx, out, "4-workflow")
+	do("open the index", chromedp.Navigate(s.URL+"/inspect"))
+	awaitLive()
+	if err := os.WriteFile(filepath.Join(s.Machines, "broken.json"), []byte("{\n  \"id\": \"broken\",\n  \"initial\": \"a\",\n  \"states\": { \"a\": { } \n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	await("the broken file's error", `Array.from(document.querySelectorAll("tr.error-row .message")).map(e => e.textContent).join(" ").includes("broken.json") ? "shown" : document.body.innerText.slice(0, 200)`, "shown", 2*time.Second)
+	errText := eval(`document.querySelector("tr.error-row .message").textContent`)
+	if !strings.Contains(errText, "broken.json:") {
+		t.Errorf("the error does not name the file and line: %q", errText)
+	}
+	if got := eval(`document.querySelector("tr.file.failed .badge").textContent`); got != "failed: not served" {
+		t.Errorf("the broken file's status is %q", got)
+	}
+	shot(t, ctx, out, "5-broken-file")
+	t.Logf("screenshots in %s", out)
+}
+
+// shot saves a full-page screenshot as NAME.png in dir.
+func shot(t *testing.T, ctx context.Context, dir, name string) {
+	t.Helper()
+	data, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Errorf("screenshot %s: %v", name, err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("inspector-%s.png", name)), data, 0o644); err != nil {
+		t.Error(err)
+	}
+}

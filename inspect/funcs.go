@@ -1,0 +1,81 @@
+package inspect
+
+import (
+	"html/template"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/store"
+)
+
+// instanceRows are the rows of an instances table, of one workflow's
+// page (Workflow set: no workflow column) or of all workflows.
+type instanceRows struct {
+	Rows     []instanceRow
+	Workflow string
+}
+
+var funcs = template.FuncMap{
+	"rows": func(rows []instanceRow, workflow string) instanceRows {
+		return instanceRows{Rows: rows, Workflow: workflow}
+	},
+	"iso": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339Nano)
+	},
+	// human is a time as the page shows it before its script makes it
+	// local and relative.
+	"human": func(t time.Time) string {
+		if t.IsZero() {
+			return "unknown"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05 UTC")
+	},
+	"stateOf":      stateString,
+	"description":  func(w *gate.Workflow) string { return description(w.Machine) },
+	"workflowLink": func(w string) string { return Prefix + "/" + url.PathEscape(w) },
+	"instanceLink": func(w, h string) string { return gate.InspectLink(Prefix, w, h) },
+	"timerEvent":   timerEvent,
+	"toolLabel":    toolLabel,
+}
+
+// timerEvent names a timer's event: "after 30m" for an `after` delay
+// (xstate.after.DELAY.NODE), else the event's type.
+func timerEvent(t store.Timer) string {
+	typ, _ := t.Event["type"].(string)
+	if rest, ok := strings.CutPrefix(typ, "xstate.after."); ok {
+		delay, node, _ := strings.Cut(rest, ".")
+		if ms, err := strconv.ParseFloat(delay, 64); err == nil {
+			d := time.Duration(ms * float64(time.Millisecond))
+			s := "after " + d.String()
+			if node != "" {
+				s += " in " + node
+			}
+			return s
+		}
+	}
+	if typ == "" {
+		return "a timer"
+	}
+	return typ
+}
+
+// toolLabel says what made an audit entry that no tool call made.
+func toolLabel(tool string) string {
+	switch tool {
+	case "(timer)":
+		return "(timer fired)"
+	case store.ResetTool:
+		return "(operator reset)"
+	case gate.SendTool:
+		return "(sent from Go)"
+	case "(migration)":
+		return "(machine changed)"
+	}
+	return tool
+}

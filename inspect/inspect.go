@@ -1,0 +1,689 @@
+// Package inspect is stategate's inspector: web pages, served beside
+// /mcp by `stategate serve --http`, that show the workflows (each machine
+// file's status, version and errors), their instances (state, status,
+// last change, pending timers, intents in doubt), one instance's diagram
+// with its active states and its audit trail, and a workflow's diagram,
+// all updated live (server-sent events) as calls, timers and reloads move
+// them.
+//
+// The pages are read-only unless Options.Reset is set: then an
+// instance that is done or failed has a button that resets it, as
+// `stategate state reset` does, through the gate.
+//
+// Everything the pages need (templates, script, style sheet) is embedded;
+// the script is small and needs no framework. The handler does no access
+// control of its own: serve it behind the checks of /mcp
+// (gate.HTTPHandler.Guard).
+package inspect
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/graph"
+	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/store"
+)
+
+// Prefix is where the inspector's pages are: Prefix (the workflows and
+// their instances), Prefix/WORKFLOW (a workflow's diagram and instances),
+// Prefix/WORKFLOW/HANDLE (an instance: its diagram and audit trail; see
+// gate.InspectLink), and Prefix/_/... (the event stream, the script and
+// style sheet, the reset).
+const Prefix = "/inspect"
+
+// Options configure the inspector.
+type Options struct {
+	// Gate is the gate whose workflows and instances are shown.
+	Gate *gate.Gate
+	// Library, when set, is the machines folder the gate serves: the
+	// files' errors are shown, and reloads update the pages.
+	Library *gate.Library
+	// Reset enables the operator's reset button of instances that are
+	// done or failed (serve --inspect-reset). Without it no control of
+	// the pages changes anything.
+	Reset bool
+	// Logger receives the inspector's logs; slog.Default() when nil.
+	Logger *slog.Logger
+	// MaxStreams bounds the pages following live updates at once
+	// (DefaultMaxStreams when zero); one more gets 503, and its page
+	// retries.
+	MaxStreams int
+}
+
+// DefaultMaxStreams is the default of Options.MaxStreams.
+const DefaultMaxStreams = 64
+
+// Limits of what a page shows.
+const (
+	maxInstances = 500 // instances listed (the most recently changed)
+	maxAudit     = 200 // audit entries of an instance (the latest)
+	maxSVGCache  = 256 // diagrams kept drawn
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Handler serves the inspector's pages. Close it when the HTTP server
+// shuts down: its event streams end.
+type Handler struct {
+	opts  Options
+	log   *slog.Logger
+	mux   *http.ServeMux
+	tmpl  *template.Template
+	hub   *hub
+	unsub []func()
+
+	svgMu  sync.Mutex
+	svgs   map[string][]byte
+	static http.Handler
+}
+
+// New makes the inspector of a gate. It subscribes to the gate's changes
+// at once.
+func New(o Options) *Handler {
+	if o.MaxStreams <= 0 {
+		o.MaxStreams = DefaultMaxStreams
+	}
+	h := &Handler{opts: o, log: o.Logger, svgs: map[string][]byte{}}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	h.tmpl = template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html"))
+	h.hub = newHub(o.MaxStreams)
+	h.unsub = append(h.unsub, o.Gate.Instances().Subscribe(func(c gate.Change) { h.hub.publish(message{Kind: "instance", Workflow: c.Workflow, Handle: c.Handle}) }))
+	if o.Library != nil {
+		h.unsub = append(h.unsub, o.Library.Subscribe(func() { h.hub.publish(message{Kind: "reload"}) }))
+	}
+	sub, _ := fs.Sub(staticFS, "static")
+	h.static = http.StripPrefix(Prefix+"/_/static/", http.FileServerFS(sub))
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, Prefix, http.StatusFound)
+	})
+	mux.HandleFunc("GET "+Prefix, h.index)
+	mux.HandleFunc("GET "+Prefix+"/{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, Prefix, http.StatusFound)
+	})
+	mux.HandleFunc("GET "+Prefix+"/{workflow}", h.workflow)
+	mux.HandleFunc("GET "+Prefix+"/{workflow}/{handle}", h.instance)
+	mux.HandleFunc("GET "+Prefix+"/_/events", h.events)
+	mux.HandleFunc("GET "+Prefix+"/_/static/", h.serveStatic)
+	mux.HandleFunc("POST "+Prefix+"/_/reset", h.reset)
+	h.mux = mux
+	return h
+}
+
+// Close ends the event streams and the subscriptions.
+func (h *Handler) Close() {
+	for _, f := range h.unsub {
+		f()
+	}
+	h.hub.close()
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	// The pages load nothing from elsewhere, run no inline script, and
+	// are never framed (the reset button must not be clicked through
+	// another site's page).
+	hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "same-origin") // (no-referrer would make a form's Origin "null")
+	h.mux.ServeHTTP(w, r)
+}
+
+func (h *Handler) serveStatic(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-cache")
+	h.static.ServeHTTP(w, r)
+}
+
+// page is what every page's template gets.
+type page struct {
+	Title    string
+	Crumbs   []crumb
+	Workflow string // the workflow the page is about, "" for none
+	Handle   string // the instance the page is about, "" for none
+	Now      time.Time
+	// ResetEnabled is set when the inspector resets finished instances.
+	ResetEnabled bool
+	Data         any
+}
+
+type crumb struct{ Name, Link string }
+
+// render writes a page, or only its main part when the page asks for it
+// to update itself (?fragment=1).
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, name string, p page) {
+	p.Now = time.Now()
+	p.ResetEnabled = h.opts.Reset
+	var buf bytes.Buffer
+	tmpl := "page"
+	if r.URL.Query().Get("fragment") == "1" {
+		tmpl = name
+	}
+	t, err := h.tmpl.Clone()
+	if err == nil {
+		// "main" is the page's own part.
+		_, err = t.New("main").Parse(`{{template "` + name + `" .}}`)
+	}
+	if err == nil {
+		err = t.ExecuteTemplate(&buf, tmpl, p)
+	}
+	if err != nil {
+		h.log.Error("inspector: rendering a page", "page", name, "err", err)
+		http.Error(w, "Internal Server Error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(buf.Bytes())
+}
+
+// fileRow is a machine file as the workflows table shows it.
+type fileRow struct {
+	Workflow  string // "" when the file serves none
+	File      string
+	Version   string
+	Status    string // served, stale (its last good version is served), failed
+	Error     string
+	Tools     int
+	Instances int
+	Title     string
+}
+
+// instanceRow is an instance as the instances tables show it.
+type instanceRow struct {
+	Workflow, Handle string
+	Served           bool
+	State            string
+	Status           string
+	Reset            bool // reset by an operator: starts afresh when next used
+	Updated          time.Time
+	Timers           []store.Timer
+	InDoubt          int
+	Err              string
+}
+
+func (r instanceRow) NextTimer() *store.Timer {
+	if len(r.Timers) == 0 {
+		return nil
+	}
+	t := slices.MinFunc(r.Timers, func(a, b store.Timer) int { return a.Due.Compare(b.Due) })
+	return &t
+}
+
+type indexData struct {
+	Files       []fileRow
+	Instances   []instanceRow
+	Total       int // instances stored
+	Shown       int
+	ResetButton bool
+}
+
+func (h *Handler) index(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	rows, total, err := h.instances(ctx, "")
+	if err != nil {
+		http.Error(w, "cannot read the store: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	d := indexData{Files: h.files(rows), Instances: rows, Total: total, Shown: len(rows)}
+	h.render(w, r, "index", page{Title: "Workflows", Data: d})
+}
+
+// files lists the machine files: the workflows served, and the files that
+// fail to load.
+func (h *Handler) files(rows []instanceRow) []fileRow {
+	count := map[string]int{}
+	for _, r := range rows {
+		count[r.Workflow]++
+	}
+	var errs map[string]error
+	if h.opts.Library != nil {
+		errs = h.opts.Library.Errors()
+	}
+	var out []fileRow
+	seen := map[string]bool{}
+	for _, wf := range h.opts.Gate.Workflows() {
+		f := fileRow{Workflow: wf.ID, File: h.relFile(wf.File), Version: shortVersion(wf.Version), Status: "served", Tools: len(wf.Tools), Instances: count[wf.ID], Title: description(wf.Machine)}
+		if err := errs[wf.File]; err != nil {
+			f.Status, f.Error = "stale", h.opts.Gate.PublicError(err)
+		}
+		seen[wf.File] = true
+		out = append(out, f)
+	}
+	for file, err := range errs {
+		if !seen[file] {
+			out = append(out, fileRow{File: h.relFile(file), Status: "failed", Error: h.opts.Gate.PublicError(err)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].File < out[j].File })
+	return out
+}
+
+// relFile is a file's path relative to the machines folder.
+func (h *Handler) relFile(f string) string {
+	if h.opts.Library == nil {
+		return filepath.Base(f)
+	}
+	if rel, err := filepath.Rel(h.opts.Library.Dir(), f); err == nil && !strings.HasPrefix(rel, "..") {
+		return filepath.ToSlash(rel)
+	}
+	if abs, err := filepath.Abs(h.opts.Library.Dir()); err == nil {
+		if rel, err := filepath.Rel(abs, f); err == nil && !strings.HasPrefix(rel, "..") {
+			return filepath.ToSlash(rel)
+		}
+	}
+	return filepath.Base(f)
+}
+
+// instances lists the stored instances (of one workflow, or of all), the
+// most recently changed first, at most maxInstances; total counts them
+// all.
+func (h *Handler) instances(ctx context.Context, workflow string) (rows []instanceRow, total int, err error) {
+	x := h.opts.Gate.Instances()
+	keys, err := x.Store().List(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	type keyed struct {
+		k   store.Key
+		rec store.Record
+	}
+	var ks []keyed
+	for _, k := range keys {
+		if workflow != "" && k.Machine != workflow {
+			continue
+		}
+		rec, _, err := x.Store().Load(ctx, k)
+		if err != nil {
+			continue
+		}
+		ks = append(ks, keyed{k, rec})
+	}
+	sort.SliceStable(ks, func(i, j int) bool { return ks[i].rec.Updated.After(ks[j].rec.Updated) })
+	total = len(ks)
+	if len(ks) > maxInstances {
+		ks = ks[:maxInstances]
+	}
+	for _, e := range ks {
+		rows = append(rows, h.row(ctx, e.k, e.rec))
+	}
+	return rows, total, nil
+}
+
+func (h *Handler) row(ctx context.Context, k store.Key, rec store.Record) instanceRow {
+	x := h.opts.Gate.Instances()
+	row := instanceRow{Workflow: k.Machine, Handle: k.Handle, Updated: rec.Updated, Timers: rec.Timers, Reset: rec.IsReset()}
+	s, err := x.Snapshot(ctx, k.Machine, k.Handle)
+	switch {
+	case errors.Is(err, gate.ErrUnknownWorkflow):
+		row.Status = "not served"
+	case err != nil:
+		row.Status, row.Err = "unreadable", err.Error()
+	default:
+		row.Served = true
+		row.State, row.Status, row.Timers = stateString(s.Value), s.Status, s.Timers
+		if doubt, err := x.InDoubt(ctx, k.Machine, k.Handle); err == nil {
+			row.InDoubt = len(doubt)
+		}
+	}
+	return row
+}
+
+type workflowData struct {
+	Workflow  *gate.Workflow
+	File      fileRow
+	SVG       template.HTML
+	SVGError  string
+	Tools     []*gate.Tool
+	Instances []instanceRow
+	Total     int
+}
+
+func (h *Handler) findWorkflow(id string) *gate.Workflow {
+	for _, wf := range h.opts.Gate.Workflows() {
+		if wf.ID == id {
+			return wf
+		}
+	}
+	return nil
+}
+
+func (h *Handler) workflow(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id := r.PathValue("workflow")
+	wf := h.findWorkflow(id)
+	if wf == nil {
+		h.notFound(w, r, fmt.Sprintf("No workflow %q is served now.", id), "Its machine file may have been removed or renamed, or fail to load: the list of workflows shows each file's status.")
+		return
+	}
+	rows, total, err := h.instances(ctx, wf.ID)
+	if err != nil {
+		http.Error(w, "cannot read the store: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	d := workflowData{Workflow: wf, Tools: wf.Tools, Instances: rows, Total: total}
+	for _, f := range h.files(rows) {
+		if f.Workflow == wf.ID {
+			d.File = f
+		}
+	}
+	d.SVG, d.SVGError = h.diagram(ctx, wf, nil, nil, wf.ID)
+	h.render(w, r, "workflow", page{Title: "Workflow " + wf.ID, Workflow: wf.ID, Crumbs: []crumb{{"Workflows", Prefix}, {wf.ID, ""}}, Data: d})
+}
+
+// auditRow is an audit entry as the trail shows it.
+type auditRow struct {
+	store.AuditEntry
+	Payload  string // the event's payload (or the intent's arguments), as JSON
+	Event    string // the event's type
+	From, To string
+	InDoubt  bool
+}
+
+type instanceData struct {
+	Workflow    *gate.Workflow
+	Row         instanceRow
+	State       *gate.State
+	Context     string
+	Output      string
+	SVG         template.HTML
+	SVGError    string
+	Audit       []auditRow
+	AuditError  string
+	InDoubt     []auditRow
+	ResetButton bool
+	Version     uint64
+	NotStored   bool
+}
+
+func (h *Handler) instance(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id, handle := r.PathValue("workflow"), r.PathValue("handle")
+	x := h.opts.Gate.Instances()
+	k := store.Key{Machine: id, Handle: handle}
+	rec, _, err := x.Store().Load(ctx, k)
+	notStored := errors.Is(err, store.ErrNotFound)
+	if err != nil && !notStored {
+		http.Error(w, "cannot read the store: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	wf := h.findWorkflow(id)
+	crumbs := []crumb{{"Workflows", Prefix}, {id, Prefix + "/" + url.PathEscape(id)}, {handle, ""}}
+	if wf == nil {
+		if notStored {
+			h.notFound(w, r, fmt.Sprintf("No workflow %q is served now, and it has no instance %q.", id, handle), "")
+			return
+		}
+	}
+	d := instanceData{Workflow: wf, NotStored: notStored}
+	if notStored {
+		d.Row = instanceRow{Workflow: id, Handle: handle, Served: wf != nil, Status: "not started"}
+	} else {
+		d.Row = h.row(ctx, k, rec)
+	}
+	if wf != nil {
+		st, err := x.Snapshot(ctx, id, handle)
+		if err == nil {
+			d.State, d.Version = st, st.Version
+			d.Context = prettyJSON(st.Context)
+			if st.Output != nil {
+				d.Output = prettyJSON(st.Output)
+			}
+			d.SVG, d.SVGError = h.diagram(ctx, wf, st.Value, st.Context, wf.ID+" "+handle)
+			d.ResetButton = h.opts.Reset && !notStored && (st.Status == "done" || st.Status == "error")
+		} else {
+			d.SVGError = err.Error()
+		}
+	}
+	if !notStored {
+		doubt := map[uint64]bool{}
+		if wf != nil {
+			if ds, err := x.InDoubt(ctx, id, handle); err == nil {
+				for _, e := range ds {
+					doubt[e.Version] = true
+					d.InDoubt = append(d.InDoubt, auditOf(e, true))
+				}
+			}
+		}
+		trail, err := x.Store().Audit(ctx, k, maxAudit)
+		if err != nil {
+			d.AuditError = err.Error()
+		}
+		for i := len(trail) - 1; i >= 0; i-- {
+			d.Audit = append(d.Audit, auditOf(trail[i], doubt[trail[i].Version]))
+		}
+	}
+	h.render(w, r, "instance", page{Title: id + " " + handle, Workflow: id, Handle: handle, Crumbs: crumbs, Data: d})
+}
+
+func auditOf(e store.AuditEntry, inDoubt bool) auditRow {
+	a := auditRow{AuditEntry: e, InDoubt: inDoubt, From: stateString(e.From), To: stateString(e.To)}
+	if e.Event != nil {
+		a.Event, _ = e.Event["type"].(string)
+		payload := map[string]any{}
+		for k, v := range e.Event {
+			if k != "type" {
+				payload[k] = v
+			}
+		}
+		if len(payload) > 0 {
+			a.Payload = compactJSON(payload)
+		}
+	}
+	if e.Intent != nil {
+		a.Event = e.Intent.Event
+		if len(e.Intent.Arguments) > 0 {
+			a.Payload = compactJSON(e.Intent.Arguments)
+		}
+	}
+	return a
+}
+
+func (h *Handler) notFound(w http.ResponseWriter, r *http.Request, what, why string) {
+	w.WriteHeader(http.StatusNotFound)
+	h.render(w, r, "notfound", page{Title: "Not found", Crumbs: []crumb{{"Workflows", Prefix}, {"not found", ""}}, Data: map[string]string{"What": what, "Why": why}})
+}
+
+// diagram draws a workflow's machine, with an instance's active states
+// and context when value is set.
+func (h *Handler) diagram(ctx context.Context, wf *gate.Workflow, value, context any, title string) (template.HTML, string) {
+	tools := make(map[string]string, len(wf.Tools))
+	for _, t := range wf.Tools {
+		tools[t.Event] = t.Name
+	}
+	ctxJSON, _ := json.Marshal(context)
+	valJSON, _ := json.Marshal(value)
+	sum := sha256.Sum256([]byte(wf.ID + "\x00" + wf.Version + "\x00" + title + "\x00" + string(valJSON) + "\x00" + string(ctxJSON)))
+	key := hex.EncodeToString(sum[:])
+	h.svgMu.Lock()
+	svg, ok := h.svgs[key]
+	h.svgMu.Unlock()
+	if !ok {
+		o := graph.Options{Tools: tools, Title: title}
+		if value != nil {
+			o.Active = activeIn(value)
+			o.Context = context
+		}
+		var err error
+		svg, err = graph.SVG(ctx, wf.Machine, o)
+		if err != nil {
+			return "", "The diagram cannot be drawn: " + err.Error()
+		}
+		svg = stripProlog(svg)
+		h.svgMu.Lock()
+		if len(h.svgs) >= maxSVGCache {
+			clear(h.svgs)
+		}
+		h.svgs[key] = svg
+		h.svgMu.Unlock()
+	}
+	// The SVG is graph's, which escapes the machine's names and labels;
+	// the page's Content-Security-Policy runs no script an SVG could hold.
+	return template.HTML(svg), ""
+}
+
+// stripProlog drops an XML declaration and doctype before the <svg>
+// element, which have no place inside an HTML page.
+func stripProlog(svg []byte) []byte {
+	if i := bytes.Index(svg, []byte("<svg")); i > 0 {
+		return svg[i:]
+	}
+	return svg
+}
+
+// activeIn reports the state nodes a state value has active: the root,
+// and each node whose path the value holds.
+func activeIn(value any) func(*interp.StateNode) bool {
+	return func(n *interp.StateNode) bool {
+		v := value
+		for _, k := range n.Path() {
+			switch x := v.(type) {
+			case string:
+				if x != k {
+					return false
+				}
+				v = nil
+			case map[string]any:
+				c, ok := x[k]
+				if !ok {
+					return false
+				}
+				v = c
+			default:
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// stateString shows a state value as paths of its active leaves:
+// "review", or "payment.pending, shipping.packed".
+func stateString(v any) string {
+	var leaves []string
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		join := func(k string) string {
+			if prefix == "" {
+				return k
+			}
+			return prefix + "." + k
+		}
+		switch x := v.(type) {
+		case string:
+			leaves = append(leaves, join(x))
+		case map[string]any:
+			if len(x) == 0 && prefix != "" {
+				leaves = append(leaves, prefix)
+			}
+			for _, k := range slices.Sorted(mapsKeys(x)) {
+				walk(join(k), x[k])
+			}
+		case nil:
+			if prefix != "" {
+				leaves = append(leaves, prefix)
+			}
+		default:
+			leaves = append(leaves, join(fmt.Sprint(x)))
+		}
+	}
+	walk("", v)
+	return strings.Join(leaves, ", ")
+}
+
+func mapsKeys(m map[string]any) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func prettyJSON(v any) string {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+func compactJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+func shortVersion(v string) string {
+	if len(v) > 12 {
+		return v[:12]
+	}
+	return v
+}
+
+// description is a machine's description (its root's), "" when none.
+func description(m *interp.Machine) string {
+	if m == nil || m.Root == nil {
+		return ""
+	}
+	return m.Root.Description
+}
+
+// reset resets an instance that is done or failed (Options.Reset), from
+// the form of its page: the request must come from a page of the
+// inspector (its Origin names the server: the guard in front checks it).
+func (h *Handler) reset(w http.ResponseWriter, r *http.Request) {
+	if !h.opts.Reset {
+		http.Error(w, "Forbidden: the inspector is read-only (serve --inspect-reset enables resets)", http.StatusForbidden)
+		return
+	}
+	if r.Header.Get("Origin") == "" && r.Header.Get("Sec-Fetch-Site") != "same-origin" {
+		http.Error(w, "Forbidden: a reset must come from the inspector's page", http.StatusForbidden)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "Bad Request", http.StatusBadRequest)
+		return
+	}
+	id, handle := r.PostForm.Get("workflow"), r.PostForm.Get("handle")
+	err := h.opts.Gate.Instances().Reset(r.Context(), id, handle, "reset by an operator (the inspector's reset button)")
+	if err != nil {
+		status := http.StatusConflict
+		if errors.Is(err, gate.ErrUnknownWorkflow) || errors.Is(err, store.ErrNotFound) {
+			status = http.StatusNotFound
+		}
+		http.Error(w, "The instance was not reset: "+err.Error(), status)
+		return
+	}
+	h.log.Info("instance reset by an operator from the inspector", "machine", id, "handle", handle)
+	http.Redirect(w, r, gate.InspectLink(Prefix, id, handle), http.StatusSeeOther)
+}
