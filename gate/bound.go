@@ -83,7 +83,7 @@ func (g *Gate) bind(b *Binding) {
 	g.setMu.Lock()
 	defer g.setMu.Unlock()
 	g.bindings[c.name] = &c
-	if err := g.serve(g.served.Load().sorted); err != nil {
+	if _, err := g.serve(g.served.Load().sorted); err != nil {
 		g.log.Error("cannot bind tool", "tool", c.name, "workflow", c.workflow, "err", err)
 	}
 }

@@ -167,6 +167,19 @@ func (g *Gate) refresh(ctx context.Context, m *Workflow, handle string) {
 	}
 }
 
+// refreshAfter tells the sessions whose list changed after what the gate
+// serves changed; when every client was told already (told), it records
+// what each session sees now, and tells nobody again.
+func (g *Gate) refreshAfter(ctx context.Context, told bool) {
+	if !told {
+		g.refreshAll(ctx)
+		return
+	}
+	for _, s := range g.allSessions() {
+		g.shownTo(ctx, s)
+	}
+}
+
 func (g *Gate) refreshAll(ctx context.Context) {
 	for _, s := range g.allSessions() {
 		g.refreshSession(ctx, s)

@@ -85,23 +85,25 @@ var ErrToolClash = errors.New("tool name clash")
 // SetWorkflows replaces the served machines. Tools of machines no longer
 // served are removed; sessions whose tool list changes are told.
 func (g *Gate) SetWorkflows(ms []*Workflow) error {
-	if err := g.setWorkflows(ms); err != nil {
+	told, err := g.setWorkflows(ms)
+	if err != nil {
 		return err
 	}
-	g.refreshAll(context.Background())
+	g.refreshAfter(context.Background(), told)
 	return nil
 }
 
 // setWorkflows replaces what the gate serves; calls are serialized.
-func (g *Gate) setWorkflows(ms []*Workflow) error {
+func (g *Gate) setWorkflows(ms []*Workflow) (told bool, err error) {
 	g.setMu.Lock()
 	defer g.setMu.Unlock()
 	return g.serve(ms)
 }
 
 // serve makes the tools of workflows and of the bindings to them, and
-// serves them (under setMu).
-func (g *Gate) serve(ms []*Workflow) error {
+// serves them (under setMu). told reports that every client was told its
+// tool list changed (mcp-go does when tools are registered or removed).
+func (g *Gate) serve(ms []*Workflow) (told bool, err error) {
 	tools := map[string]*toolRef{}
 	ids := map[string]*Workflow{}
 	add := func(name string, ref toolRef) error {
@@ -151,14 +153,14 @@ func (g *Gate) serve(ms []*Workflow) error {
 	bound := map[string][]*Binding{}
 	for _, m := range ms {
 		if other, dup := ids[m.ID]; dup {
-			return fmt.Errorf("%w: machine id %q is used by %s and %s", ErrToolClash, m.ID, other.File, m.File)
+			return false, fmt.Errorf("%w: machine id %q is used by %s and %s", ErrToolClash, m.ID, other.File, m.File)
 		}
 		ids[m.ID] = m
 		for _, t := range m.Tools {
 			if t.Upstream != "" {
 				b := g.boundUpstream(m, t, us)
 				if err := add(t.Name, toolRef{m: m, kind: boundTool, binding: b}); err != nil {
-					return err
+					return false, err
 				}
 				bound[m.ID] = append(bound[m.ID], b)
 				continue
@@ -167,7 +169,7 @@ func (g *Gate) serve(ms []*Workflow) error {
 				continue
 			}
 			if err := add(t.Name, toolRef{m: m, kind: eventTool, tool: t}); err != nil {
-				return err
+				return false, err
 			}
 		}
 		for _, st := range m.StateTools {
@@ -175,17 +177,17 @@ func (g *Gate) serve(ms []*Workflow) error {
 			orig, _ := us.tool(st.Upstream)
 			ref := toolRef{m: m, kind: stateTool, state: st, full: def, compact: def, keepHandle: takesArg(orig, m.HandleKey)}
 			if err := add(st.Name, ref); err != nil {
-				return err
+				return false, err
 			}
 		}
 		if err := add(m.StatusTool, toolRef{m: m, kind: statusTool}); err != nil {
-			return err
+			return false, err
 		}
 		if err := add(m.ResetTool, toolRef{m: m, kind: resetTool}); err != nil {
-			return err
+			return false, err
 		}
 		if err := add(m.StartTool, toolRef{m: m, kind: startTool}); err != nil {
-			return err
+			return false, err
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(g.bindings)) {
@@ -195,14 +197,14 @@ func (g *Gate) serve(ms []*Workflow) error {
 			continue // not served (now): the tool is not listed
 		}
 		if err := add(name, toolRef{m: m, kind: boundTool, binding: b}); err != nil {
-			return err
+			return false, err
 		}
 		bound[m.ID] = append(bound[m.ID], b)
 	}
 	pass := g.passTools(us, named)
 	for _, name := range slices.Sorted(maps.Keys(pass)) {
 		if err := add(name, *pass[name]); err != nil {
-			return err
+			return false, err
 		}
 	}
 	sorted := slices.SortedFunc(maps.Values(ids), func(a, b *Workflow) int { return strings.Compare(a.ID, b.ID) })
@@ -222,8 +224,9 @@ func (g *Gate) serve(ms []*Workflow) error {
 	// removed, else here.
 	if srv := g.srv.Load(); srv != nil && !changed && old.static != static {
 		srv.SendNotificationToAllClients(string(mcp.MethodNotificationToolsListChanged), nil)
+		changed = true
 	}
-	return nil
+	return changed && g.srv.Load() != nil, nil
 }
 
 // staticVersion hashes the tool list of revision 2026-07-28 clients.

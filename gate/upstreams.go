@@ -39,13 +39,13 @@ type Upstreams interface {
 // list changed). Sessions whose tool list changes are told.
 func (g *Gate) UpstreamsChanged() {
 	g.setMu.Lock()
-	err := g.serve(g.served.Load().sorted)
+	told, err := g.serve(g.served.Load().sorted)
 	g.setMu.Unlock()
 	if err != nil {
 		g.log.Error("cannot serve the upstream tools", "err", err)
 		return
 	}
-	g.refreshAll(context.Background())
+	g.refreshAfter(context.Background(), told)
 }
 
 // upstreamSet is the upstream tools as one serve sees them.
