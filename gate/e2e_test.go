@@ -129,7 +129,12 @@ func connect(t *testing.T, url string) *mcpClient {
 	mc := &mcpClient{Client: c, t: t, changed: make(chan struct{}, 100)}
 	c.OnNotification(func(n mcp.JSONRPCNotification) {
 		if n.Method == "notifications/tools/list_changed" {
-			mc.changed <- struct{}{}
+			// A full buffer must not block the client's reader (its
+			// answers would wait behind it): the signal is there already.
+			select {
+			case mc.changed <- struct{}{}:
+			default:
+			}
 		}
 	})
 	req := mcp.InitializeRequest{}

@@ -67,7 +67,12 @@ func connectModern(t *testing.T, c *client.Client) *mcpClient {
 	mc := &mcpClient{Client: c, t: t, changed: make(chan struct{}, 100)}
 	c.OnNotification(func(n mcp.JSONRPCNotification) {
 		if n.Method == "notifications/tools/list_changed" {
-			mc.changed <- struct{}{}
+			// A full buffer must not block the client's reader (its
+			// answers would wait behind it): the signal is there already.
+			select {
+			case mc.changed <- struct{}{}:
+			default:
+			}
 		}
 	})
 	init := mcp.InitializeRequest{}

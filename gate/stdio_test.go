@@ -45,7 +45,12 @@ func TestStdio(t *testing.T) {
 	changed := make(chan struct{}, 10)
 	c.OnNotification(func(n mcp.JSONRPCNotification) {
 		if n.Method == "notifications/tools/list_changed" {
-			changed <- struct{}{}
+			// A full buffer must not block the client's reader (its
+			// answers would wait behind it): the signal is there already.
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
 		}
 	})
 	init := mcp.InitializeRequest{}
