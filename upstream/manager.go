@@ -340,15 +340,18 @@ func (m *Manager) Call(ctx context.Context, server string, req mcp.CallToolReque
 		return res, nil
 	}
 	var te *transport.Error
+	// The call's own end comes first: a call that was cancelled, whose
+	// server was stopped, or that ran out of time gets the upstream's
+	// answer to the cancellation ("context canceled") as an error too.
 	switch {
-	case note.rpcErr != nil:
-		return nil, &RPCError{Server: server, Code: note.rpcErr.Code, Message: note.rpcErr.Message, Data: note.rpcErr.Data, err: err}
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("upstream %q: call to %s: %w", server, req.Params.Name, ctx.Err())
 	case cn.ctx.Err() != nil:
 		return nil, unavailable(server, context.Cause(cn.ctx).Error())
 	case errors.Is(context.Cause(tctx), errDeadline):
 		return nil, &timeoutError{server: server, timeout: timeout}
+	case note.rpcErr != nil:
+		return nil, &RPCError{Server: server, Code: note.rpcErr.Code, Message: note.rpcErr.Message, Data: note.rpcErr.Data, err: err}
 	case errors.As(err, &te):
 		cn.failed(fmt.Errorf("connection failed: %w", te.Err))
 		return nil, fmt.Errorf("%w: %q: %w", ErrUnavailable, server, te.Err)
