@@ -131,7 +131,10 @@ func withoutModernHandle(ctx context.Context, m *Workflow, args map[string]any, 
 	}
 	args = maps.Clone(args)
 	delete(args, key)
-	req.Params.Arguments = args
+	// mcp-go sends RawArguments (the arguments as they came) in place of
+	// Arguments when set: a handler that forwards req must not pass the
+	// handle on.
+	req.Params.Arguments, req.Params.RawArguments = args, nil
 	return args, req
 }
 

@@ -2,6 +2,7 @@ package gate_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -374,5 +375,38 @@ func TestUpstreamToolsModern(t *testing.T) {
 	}
 	if _, sc, _ := c.call("deploy_status", map[string]any{"deploy_id": "m1"}); sc["state"] != "written" {
 		t.Errorf("after write_file: %v", sc)
+	}
+}
+
+// TestUpstreamModernHandleNotForwarded: for a workflow with no handle key,
+// a client of revision 2026-07-28 names its instance with workflow_id,
+// which the upstream never sees.
+func TestUpstreamModernHandleNotForwarded(t *testing.T) {
+	up := newFakeUpstreams()
+	up.answer = func(_ context.Context, _ string, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		data, _ := json.Marshal(req.Params) // as mcp-go's client would send it
+		return mcp.NewToolResultText(string(data)), nil
+	}
+	m, _, err := (&xstate.Loader{}).Parse("docs.json", []byte(`{"id":"docs","initial":"open","meta":{"tools":["fs/read_file"]},"states":{"open":{}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := gate.NewWorkflow(m, gate.WorkflowOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gate.New(gate.Options{Store: store.NewMemory(), Upstreams: up, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err := g.SetWorkflows([]*gate.Workflow{w}); err != nil {
+		t.Fatal(err)
+	}
+	h := g.HTTPHandler(gate.HTTPOptions{})
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	t.Cleanup(h.Close)
+	c := modernHTTP(t, ts.URL+"/mcp")
+	_, sc, _ := c.call("docs_start", nil)
+	text, _, isErr := c.call("read_file", map[string]any{"workflow_id": sc["handle"], "path": "a.txt"})
+	if isErr || !strings.Contains(text, `"path":"a.txt"`) || strings.Contains(text, "workflow_id") {
+		t.Errorf("forwarded: %v %s", isErr, text)
 	}
 }
