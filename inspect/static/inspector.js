@@ -57,8 +57,12 @@
         main.dataset.updated = String(Date.now());
       });
     }).catch(function () { /* the next event tries again */ }).then(function () {
-      busy = false;
-      if (again) { again = false; refresh(); }
+      // Under load, changes come faster than pages need: at most four
+      // refetches a second, each showing all that changed before it.
+      setTimeout(function () {
+        busy = false;
+        if (again) { again = false; refresh(); }
+      }, 250);
     });
   }
 
