@@ -340,3 +340,33 @@ func TestDiscoverProbeFallsBack(t *testing.T) {
 		t.Errorf("initialize after the probe: %q %q", id, v)
 	}
 }
+
+// TestModernTimer: an instance a client of revision 2026-07-28 started
+// has its timers fired as any other, and nobody is told of a list change.
+func TestModernTimer(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "kettle.json"), []byte(kettle), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := modernHTTP(t, serveStore(t, dir, store.NewMemory()))
+	_, sc, _ := c.call("kettle_start", nil)
+	id := map[string]any{"workflow_id": sc["handle"]}
+	if _, sc, isErr := c.call("kettle_boil", id); isErr || sc["state"] != "heating" {
+		t.Fatalf("boil: %v", sc)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, sc, _ := c.call("kettle_status", id)
+		if sc["state"] == "hot" {
+			if timers, _ := sc["timers"].([]any); len(timers) != 1 {
+				t.Errorf("timers after the first fired: %v", sc["timers"])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the after timer never moved the kettle: %v", sc)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the status tool: a client of this revision is told nothing
+	}
+	c.noChange()
+}
