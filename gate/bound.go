@@ -39,9 +39,20 @@ type Binding struct {
 	event      string
 	errorEvent string
 	// fromMachine is set on a binding a machine file made (an event
-	// bound to an upstream tool): the gate registers its tool, and
-	// removes it when it is gone.
+	// bound to an upstream tool, upstream): the gate registers its tool,
+	// and removes it when it is gone.
 	fromMachine bool
+	upstream    string
+}
+
+// sameBinding reports whether two bindings do the same: the same one, or
+// two that a machine made alike (each serve makes its own).
+func sameBinding(a, b *Binding) bool {
+	if a == b {
+		return true
+	}
+	return a != nil && b != nil && a.fromMachine && b.fromMachine && a.name == b.name && a.workflow == b.workflow &&
+		a.event == b.event && a.errorEvent == b.errorEvent && a.upstream == b.upstream
 }
 
 // Tool makes a tool with a Go handler, to bind to states (BindState): it

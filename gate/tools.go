@@ -253,7 +253,7 @@ func (g *Gate) registerTools(tools, prev map[string]*toolRef) bool {
 	var add []server.ServerTool
 	for _, name := range slices.Sorted(maps.Keys(tools)) {
 		ref := tools[name]
-		if p := prev[name]; p != nil && p.kind == ref.kind && p.binding == ref.binding && srv.GetTool(name) != nil && sameTool(p.full, ref.full) {
+		if p := prev[name]; p != nil && p.kind == ref.kind && sameBinding(p.binding, ref.binding) && p.server == ref.server && srv.GetTool(name) != nil && sameTool(p.full, ref.full) {
 			continue
 		}
 		h := server.ToolHandlerFunc(g.handle)

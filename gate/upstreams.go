@@ -137,7 +137,7 @@ func (g *Gate) boundUpstream(m *Workflow, t *Tool, us upstreamSet) *Binding {
 		def.InputSchema, def.RawInputSchema = mcp.ToolInputSchema{}, raw
 	}
 	srv, name, _ := splitUpstream(t.Upstream)
-	b := &Binding{g: g, name: t.Name, tool: &def, workflow: m.ID, event: t.Event, errorEvent: t.OnError, fromMachine: true}
+	b := &Binding{g: g, name: t.Name, tool: &def, workflow: m.ID, event: t.Event, errorEvent: t.OnError, fromMachine: true, upstream: t.Upstream}
 	b.handler = g.forward(srv, name, m.HandleKey, takesArg(def, m.HandleKey), t, def)
 	return b
 }

@@ -325,6 +325,9 @@ func TestUpstreamToolsChange(t *testing.T) {
 	c, g := upstreamGate(t, store.NewMemory(), up)
 	c.tools()
 	c.drain()
+	// The servers told of a change that changed nothing: nobody is told.
+	g.UpstreamsChanged()
+	c.noChange()
 	up.mu.Lock()
 	up.servers[2].Tools = append(up.servers[2].Tools, mcp.NewTool("pong", mcp.WithDescription("Pong.")))
 	up.mu.Unlock()
