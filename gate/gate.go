@@ -228,7 +228,7 @@ func (g *Gate) Server() *server.MCPServer {
 
 // Instructions tell agents how a gated server behaves (the server's own,
 // when the gate makes it).
-const Instructions = "Each tool moves a workflow one step. Only the tools that the workflow accepts in its current state are listed; call the status tool of a workflow to see where it is and what it allows."
+const Instructions = "Each tool moves a workflow one step. Only the tools that the workflow accepts in its current state are listed; call the status tool of a workflow to see where it is and what it allows. (Under protocol revision 2026-07-28 every tool is listed, each saying when it is available: call a workflow's start tool for a handle, pass it to its other tools, and follow the tools each result names.)"
 
 // addHooks adds the gate's hooks to a server's.
 func (g *Gate) addHooks(hooks *server.Hooks) {

@@ -61,9 +61,10 @@ type shown struct {
 // machine, and records it as what the session was last shown.
 func (g *Gate) shownTo(ctx context.Context, s *session) []shown {
 	ms := g.workflowList()
+	upstreams := g.served.Load().upstreams
 	out := make([]shown, len(ms))
 	for i, m := range ms {
-		out[i] = shown{id: m.ID, version: m.listing + g.served.Load().upstreams}
+		out[i] = shown{id: m.ID, version: m.listing + upstreams}
 		v, err := g.current(ctx, m, g.instanceOf(s, m))
 		if err != nil {
 			g.log.Warn("cannot load instance for listing", "machine", m.ID, "err", err)
