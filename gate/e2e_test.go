@@ -123,7 +123,22 @@ func connect(t *testing.T, url string) *mcpClient {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := c.Start(ctx); err != nil {
+	mc := watched(t, c)
+	req := mcp.InitializeRequest{}
+	req.Params.ProtocolVersion = mcp.ProtocolVersion20251125
+	req.Params.ClientInfo = mcp.Implementation{Name: "e2e", Version: "1"}
+	if _, err := c.Initialize(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return mc
+}
+
+// watched starts a client, its list_changed notifications signalled on
+// changed.
+func watched(t *testing.T, c *client.Client) *mcpClient {
+	t.Helper()
+	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	mc := &mcpClient{Client: c, t: t, changed: make(chan struct{}, 100)}
@@ -137,13 +152,6 @@ func connect(t *testing.T, url string) *mcpClient {
 			}
 		}
 	})
-	req := mcp.InitializeRequest{}
-	req.Params.ProtocolVersion = mcp.ProtocolVersion20251125
-	req.Params.ClientInfo = mcp.Implementation{Name: "e2e", Version: "1"}
-	if _, err := c.Initialize(ctx, req); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
 	return mc
 }
 

@@ -61,20 +61,7 @@ func modernServer(t *testing.T) (url, dir string, lib *gate.Library, st *store.M
 func connectModern(t *testing.T, c *client.Client) *mcpClient {
 	t.Helper()
 	ctx := context.Background()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	mc := &mcpClient{Client: c, t: t, changed: make(chan struct{}, 100)}
-	c.OnNotification(func(n mcp.JSONRPCNotification) {
-		if n.Method == "notifications/tools/list_changed" {
-			// A full buffer must not block the client's reader (its
-			// answers would wait behind it): the signal is there already.
-			select {
-			case mc.changed <- struct{}{}:
-			default:
-			}
-		}
-	})
+	mc := watched(t, c)
 	init := mcp.InitializeRequest{}
 	init.Params.ClientInfo = mcp.Implementation{Name: "modern", Version: "1"}
 	if _, err := c.Initialize(ctx, init); err != nil {

@@ -39,27 +39,13 @@ func TestStdio(t *testing.T) {
 	}
 	defer c.Close()
 	ctx := context.Background()
-	if err := c.Start(ctx); err != nil { // wires notifications
-		t.Fatal(err)
-	}
-	changed := make(chan struct{}, 10)
-	c.OnNotification(func(n mcp.JSONRPCNotification) {
-		if n.Method == "notifications/tools/list_changed" {
-			// A full buffer must not block the client's reader (its
-			// answers would wait behind it): the signal is there already.
-			select {
-			case changed <- struct{}{}:
-			default:
-			}
-		}
-	})
+	mc := watched(t, c)
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = mcp.ProtocolVersion20251125
 	init.Params.ClientInfo = mcp.Implementation{Name: "stdio-e2e", Version: "1"}
 	if _, err := c.Initialize(ctx, init); err != nil {
 		t.Fatal(err)
 	}
-	mc := &mcpClient{Client: c, t: t, changed: changed}
 	tools := mc.tools()
 	if _, ok := tools["invoice_submit"]; !ok {
 		t.Fatalf("tools: %v", names(tools))

@@ -330,21 +330,25 @@ func (g *Gate) mcpTool(name string, ref toolRef, compact bool) mcp.Tool {
 	t.Annotations.DestructiveHint = &destructive
 	if ref.kind == eventTool {
 		t.Title = ref.tool.Title
-		hint := func(v bool) *bool { return &v }
-		for h, v := range ref.tool.Hints {
-			switch h {
-			case "readOnlyHint":
-				t.Annotations.ReadOnlyHint = hint(v)
-			case "destructiveHint":
-				t.Annotations.DestructiveHint = hint(v)
-			case "idempotentHint":
-				t.Annotations.IdempotentHint = hint(v)
-			case "openWorldHint":
-				t.Annotations.OpenWorldHint = hint(v)
-			}
-		}
+		setHints(&t.Annotations, ref.tool.Hints)
 	}
 	return t
+}
+
+// setHints sets a machine's meta.tool.annotations on a tool's.
+func setHints(a *mcp.ToolAnnotation, hints map[string]bool) {
+	for h, v := range hints {
+		switch h {
+		case "readOnlyHint":
+			a.ReadOnlyHint = &v
+		case "destructiveHint":
+			a.DestructiveHint = &v
+		case "idempotentHint":
+			a.IdempotentHint = &v
+		case "openWorldHint":
+			a.OpenWorldHint = &v
+		}
+	}
 }
 
 func (g *Gate) lookup(name string) (*toolRef, bool) {

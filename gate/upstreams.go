@@ -108,19 +108,7 @@ func (g *Gate) boundUpstream(m *Workflow, t *Tool, us upstreamSet) *Binding {
 		def.Title = t.Title
 	}
 	if t.hinted {
-		hint := func(v bool) *bool { return &v }
-		for h, v := range t.Hints {
-			switch h {
-			case "readOnlyHint":
-				def.Annotations.ReadOnlyHint = hint(v)
-			case "destructiveHint":
-				def.Annotations.DestructiveHint = hint(v)
-			case "idempotentHint":
-				def.Annotations.IdempotentHint = hint(v)
-			case "openWorldHint":
-				def.Annotations.OpenWorldHint = hint(v)
-			}
-		}
+		setHints(&def.Annotations, t.Hints)
 	}
 	if t.schemed {
 		// The machine's schema, without the handle argument (listedTool
