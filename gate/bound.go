@@ -13,6 +13,7 @@ import (
 
 	"github.com/stategate/stategate/interp"
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/workflow"
 )
 
 // A Binding binds a tool with a handler of its own (a Go function, or a
@@ -88,15 +89,19 @@ func (b *Binding) OnError(event string) *Binding {
 	return b
 }
 
-// bind serves a binding (a copy: served bindings do not change).
+// bind serves a binding (a copy: served bindings do not change), and
+// tells the sessions whose list it changes.
 func (g *Gate) bind(b *Binding) {
 	c := *b
 	g.setMu.Lock()
-	defer g.setMu.Unlock()
 	g.bindings[c.name] = &c
-	if _, err := g.serve(g.served.Load().sorted); err != nil {
+	told, err := g.serve(g.served.Load().sorted)
+	g.setMu.Unlock()
+	if err != nil {
 		g.log.Error("cannot bind tool", "tool", c.name, "workflow", c.workflow, "err", err)
+		return
 	}
+	g.refreshAfter(context.Background(), told)
 }
 
 // inStates reports whether a snapshot is in one of the binding's states.
@@ -127,7 +132,7 @@ func (b *Binding) handlerFor(srv *server.MCPServer) server.ToolHandlerFunc {
 // listedTool is a bound tool as listed: Tool's, or the host's, with the
 // handle argument added to its schema when the workflow has a handle key
 // and the schema does not take it already.
-func (g *Gate) listedTool(b *Binding, m *Workflow) mcp.Tool {
+func (g *Gate) listedTool(b *Binding, m *workflow.Workflow) mcp.Tool {
 	t := mcp.Tool{Name: b.name}
 	switch {
 	case b.tool != nil:
@@ -162,7 +167,7 @@ func withHandleArg(t mcp.Tool, handleKey string) mcp.Tool {
 	if props == nil {
 		props = map[string]any{}
 	}
-	props[handleKey] = handleProperty()
+	props[handleKey] = workflow.HandleProperty()
 	raw.Schema["properties"] = props
 	req, _ := raw.Schema["required"].([]any)
 	raw.Schema["required"] = append([]any{handleKey}, req...)
@@ -176,30 +181,12 @@ type stateKey struct{}
 
 // StateFrom returns the instance a bound tool's handler runs for (its
 // state before the call), set by the gate.
-func StateFrom(ctx context.Context) (*State, bool) {
-	s, ok := ctx.Value(stateKey{}).(*State)
+func StateFrom(ctx context.Context) (*workflow.State, bool) {
+	s, ok := ctx.Value(stateKey{}).(*workflow.State)
 	return s, ok
 }
 
-// gateBound is the gate's tool handler middleware: a call of a bound tool
-// goes through callBound, any other to its handler.
-func (g *Gate) gateBound(next server.ToolHandlerFunc) server.ToolHandlerFunc {
-	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		if ref, ok := g.lookup(req.Params.Name); ok && ref.kind == boundTool {
-			return g.callBound(ctx, ref, req, next)
-		}
-		g.setMu.Lock()
-		b := g.bindings[req.Params.Name]
-		g.setMu.Unlock()
-		if b != nil {
-			// Bound to a workflow that is not served (now).
-			return errorResult("FORBIDDEN", fmt.Sprintf("FORBIDDEN: %s is bound to the %s workflow, which is not served now", b.name, b.workflow), nil), nil
-		}
-		return next(ctx, req)
-	}
-}
-
-// callBound gates a call of a bound tool: with the instance locked, the
+// callBound gates a call of a bound tool: with the instance held, the
 // tool must be allowed in its state (FORBIDDEN otherwise, with the tools
 // allowed now); its handler runs with the instance's state in the
 // context; its result, unless an error, sends the binding's event with
@@ -209,62 +196,65 @@ func (g *Gate) gateBound(next server.ToolHandlerFunc) server.ToolHandlerFunc {
 // structured content stays the handler's, which an output schema may
 // bind).
 func (g *Gate) callBound(ctx context.Context, ref *toolRef, req mcp.CallToolRequest, next server.ToolHandlerFunc) (*mcp.CallToolResult, error) {
-	g.activity.Add(1)
+	c, bad := g.newCall(ctx, ref, req)
+	if bad != nil {
+		return g.fitOutput(ref.full, bad), nil
+	}
 	b, m := ref.binding, ref.m
-	args, bad := toolArgs(req)
+	h, bad := g.hold(c)
 	if bad != nil {
 		return g.fitOutput(ref.full, bad), nil
 	}
-	handle, bad := g.handleOf(ctx, m, args)
-	if bad != nil {
-		return g.fitOutput(ref.full, bad), nil
-	}
-	args, req = withoutModernHandle(ctx, m, args, req)
-	unlock := g.inst.locks.lock(instanceKey(m, handle))
-	defer unlock()
-	in, err := g.inst.load(ctx, m, handle)
+	defer h.Release()
+	in, err := h.Load(ctx)
 	if err != nil {
 		return g.fitOutput(ref.full, errorResult("ERROR", "ERROR: "+err.Error(), nil)), nil
 	}
 	if v := g.view(in); !contains(v.tools, b.name) {
-		return g.fitOutput(ref.full, refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", b.name, stateString(in.snap)), m, handle, v)), nil
+		return g.fitOutput(ref.full, refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", b.name, workflow.StateString(in.Snapshot)), m, c.handle, v)), nil
 	}
 	// The handler's side effects cannot be undone: an intent goes to the
 	// audit trail first, and what ends it (the transition, or a note that
 	// none was made) settles it. A crash in between leaves it in doubt,
 	// for the status tool and `state show` to show: each call moves the
 	// machine at most once.
-	session := g.sessionNameOf(ctx)
-	intent, err := g.inst.intend(ctx, m, handle, b.name, session, protocolOf(ctx), b.event, callArgs(args, m.HandleKey))
+	ie := c.entry(b.name)
+	ie.Intent = &store.Intent{Arguments: callArgs(c.args, m.HandleKey), Event: b.event}
+	intended, err := h.Save(ctx, ie)
 	if err != nil {
-		return g.fitOutput(ref.full, saveFailed(b.name, in.snap, err)), nil
+		return g.fitOutput(ref.full, saveFailed(b.name, in.Snapshot, err)), nil
 	}
-	res, herr := next(context.WithValue(ctx, stateKey{}, in.state()), req)
+	intent := intended.Version
+	settle := func(note string) {
+		se := c.entry(b.name)
+		se.Settles, se.Note = intent, note
+		if _, err := h.Save(context.WithoutCancel(ctx), se); err != nil {
+			g.log.Warn("cannot settle intent", "tool", b.name, "machine", m.ID, "handle", c.handle, "err", err)
+		}
+	}
+	res, herr := next(context.WithValue(ctx, stateKey{}, in.State()), c.req)
 	var ev interp.Event
 	switch {
 	case herr == nil && res != nil && !res.IsError:
-		data := callArgs(args, m.HandleKey)
+		data := callArgs(c.args, m.HandleKey)
 		data["output"] = outputOf(res)
 		ev = interp.Event{Type: b.event, Data: data}
 	case b.errorEvent != "":
 		ev = interp.Event{Type: b.errorEvent, Data: map[string]any{"error": failureOf(res, herr)}}
 	default:
 		// Nothing sent: the instance stays.
-		if err := g.inst.settle(context.WithoutCancel(ctx), m, handle, b.name, session, intent, "failed, no event sent: "+brief(failureOf(res, herr))); err != nil {
-			g.log.Warn("cannot settle intent", "tool", b.name, "machine", m.ID, "handle", handle, "err", err)
-		}
+		settle("failed, no event sent: " + brief(failureOf(res, herr)))
 		return res, herr
 	}
-	audit := &store.AuditEntry{Tool: b.name, Event: ev.Object(), Session: session, Settles: intent, Protocol: protocolOf(ctx)}
+	e := c.entry(b.name)
+	e.Event, e.Settles = ev.Object(), intent
 	// The side effect happened: the event is stored even if the client
 	// went away meanwhile.
-	saved, _, aerr := g.inst.apply(context.WithoutCancel(ctx), m, handle, ev, audit, nil)
-	if aerr != nil && !errors.As(aerr, new(*saveError)) {
+	saved, _, aerr := h.Apply(context.WithoutCancel(ctx), ev, e, nil)
+	if aerr != nil && !errors.As(aerr, new(*workflow.SaveError)) {
 		// The machine did not take it (a guard, a failed step): known,
 		// not in doubt.
-		if err := g.inst.settle(context.WithoutCancel(ctx), m, handle, b.name, session, intent, fmt.Sprintf("done, but %s was not taken: %s", ev.Type, brief(aerr.Error()))); err != nil {
-			g.log.Warn("cannot settle intent", "tool", b.name, "machine", m.ID, "handle", handle, "err", err)
-		}
+		settle(fmt.Sprintf("done, but %s was not taken: %s", ev.Type, brief(aerr.Error())))
 	}
 	if res == nil {
 		return res, herr
@@ -272,12 +262,12 @@ func (g *Gate) callBound(ctx context.Context, ref *toolRef, req mcp.CallToolRequ
 	var note string
 	var meta map[string]any
 	if aerr != nil {
-		note = fmt.Sprintf("The %s workflow did not take %s: %v. It stays in state %s.", m.ID, ev.Type, aerr, stateString(in.snap))
-		meta = map[string]any{"machine": m.ID, "handle": handle, "state": in.snap.Value(), "event": ev.Type, "error": aerr.Error()}
+		note = fmt.Sprintf("The %s workflow did not take %s: %v. It stays in state %s.", m.ID, ev.Type, aerr, workflow.StateString(in.Snapshot))
+		meta = map[string]any{"machine": m.ID, "handle": c.handle, "state": in.Snapshot.Value(), "event": ev.Type, "error": aerr.Error()}
 	} else {
 		v := g.view(saved)
-		note = fmt.Sprintf("The %s workflow %s is now in state %s (%s). Tools available now: %s.", m.ID, handle, stateString(v.snap), v.snap.Status, joinTools(v.tools))
-		meta = map[string]any{"machine": m.ID, "handle": handle, "state": v.snap.Value(), "status": v.snap.Status.String(), "tools": v.tools}
+		note = fmt.Sprintf("The %s workflow %s is now in state %s (%s). Tools available now: %s.", m.ID, c.handle, workflow.StateString(v.snap), v.snap.Status, joinTools(v.tools))
+		meta = map[string]any{"machine": m.ID, "handle": c.handle, "state": v.snap.Value(), "status": v.snap.Status.String(), "tools": v.tools}
 	}
 	return withNote(res, note, meta), herr
 }
@@ -292,19 +282,6 @@ func callArgs(args map[string]any, handleKey string) map[string]any {
 		}
 	}
 	return data
-}
-
-// toolArgs returns a call's arguments, or the answer to arguments that
-// are not an object.
-func toolArgs(req mcp.CallToolRequest) (map[string]any, *mcp.CallToolResult) {
-	args, _ := req.Params.Arguments.(map[string]any)
-	if req.Params.Arguments != nil && args == nil {
-		return nil, errorResult("INVALID_ARGUMENTS", "INVALID_ARGUMENTS: the arguments must be an object", nil)
-	}
-	if n := jsonSize(args, MaxArguments); n > MaxArguments {
-		return nil, errorResult("INVALID_ARGUMENTS", fmt.Sprintf("INVALID_ARGUMENTS: the arguments of %s take more than %d bytes as JSON; the limit is %d (%d KiB)", req.Params.Name, MaxArguments, MaxArguments, MaxArguments>>10), nil)
-	}
-	return args, nil
 }
 
 // outputOf is what a successful result gives its event as output: its

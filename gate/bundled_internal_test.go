@@ -2,6 +2,7 @@ package gate
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/stategate/stategate/interp"
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/workflow"
 	"github.com/stategate/stategate/xstate"
 	"github.com/stategate/stategate/xstate/js"
 )
@@ -56,8 +58,8 @@ type walkNode struct {
 func TestBundledMachinesNeverStrand(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	g := New(Options{Store: store.NewMemory(), Logger: log})
-	lib := NewLibrary(g, &xstate.Loader{Modules: &js.Host{}}, "../machines", "")
-	if err := lib.Reload(); err != nil {
+	lib := workflow.NewLibrary(workflow.LibraryOptions{Dir: "../machines", Loader: &xstate.Loader{Modules: &js.Host{}}, Logger: log, Serve: g.Reloaded})
+	if err := lib.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if errs := lib.Errors(); len(errs) > 0 {
@@ -91,7 +93,7 @@ func TestWalkFindsStrandedStates(t *testing.T) {
 	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m, _, err := LoadWorkflow(&xstate.Loader{Modules: &js.Host{}}, f, "")
+	m, _, err := workflow.Load(&xstate.Loader{Modules: &js.Host{}}, f, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +114,7 @@ func TestWalkFindsStrandedStates(t *testing.T) {
 }
 
 // walkMachine walks a machine and returns what strands an agent.
-func walkMachine(t *testing.T, g *Gate, m *Workflow) (problems []string) {
+func walkMachine(t *testing.T, g *Gate, m *workflow.Workflow) (problems []string) {
 	args := map[string][]map[string]any{}
 	for _, tl := range m.Tools {
 		args[tl.Name] = argumentSets(t, m, tl)
@@ -137,7 +139,7 @@ func walkMachine(t *testing.T, g *Gate, m *Workflow) (problems []string) {
 	}
 	start := interp.NewActor(m.Machine, interp.ActorOptions{ID: m.ID})
 	start.Start()
-	add(&walkNode{snap: detached(start), timers: start.PendingTimers()})
+	add(&walkNode{snap: detachedSnapshot(start), timers: start.PendingTimers()})
 	start.Stop()
 
 	for i := 0; i < len(nodes); i++ {
@@ -191,10 +193,10 @@ func walkMachine(t *testing.T, g *Gate, m *Workflow) (problems []string) {
 		}
 		checked++
 		if n.snap.Status == interp.StatusActive && len(n.listed) == 0 && len(n.timers) == 0 {
-			problems = append(problems, fmt.Sprintf("stranded in state %s after %s: active, no event tool listed, no timer pending", stateString(n.snap), walkPath(n)))
+			problems = append(problems, fmt.Sprintf("stranded in state %s after %s: active, no event tool listed, no timer pending", workflow.StateString(n.snap), walkPath(n)))
 		} else if !out[i] {
 			problems = append(problems, fmt.Sprintf("no way to a final state or the reset tool from state %s (reached by %s) within %d calls or timers; tools listed: %v",
-				stateString(n.snap), walkPath(n), walkAhead, n.listed))
+				workflow.StateString(n.snap), walkPath(n), walkAhead, n.listed))
 		}
 	}
 	t.Logf("%s: %d states checked (%d explored)", m.ID, checked, len(nodes))
@@ -203,7 +205,7 @@ func walkMachine(t *testing.T, g *Gate, m *Workflow) (problems []string) {
 
 // walkStep runs one call (or, with timer set, the earliest pending timer)
 // on a state and returns the state it leads to.
-func walkStep(n *walkNode, m *Workflow, ev interp.Event, timer bool) *walkNode {
+func walkStep(n *walkNode, m *workflow.Workflow, ev interp.Event, timer bool) *walkNode {
 	clock := interp.NewSimClock()
 	clock.Advance(n.now)
 	a := interp.NewActor(m.Machine, interp.ActorOptions{ID: m.ID, Snapshot: n.snap, Timers: n.timers, Clock: clock})
@@ -217,7 +219,7 @@ func walkStep(n *walkNode, m *Workflow, ev interp.Event, timer bool) *walkNode {
 	} else {
 		a.Send(ev)
 	}
-	next := &walkNode{snap: detached(a), timers: a.PendingTimers(), now: clock.Now(), depth: n.depth + 1}
+	next := &walkNode{snap: detachedSnapshot(a), timers: a.PendingTimers(), now: clock.Now(), depth: n.depth + 1}
 	a.Stop()
 	return next
 }
@@ -248,7 +250,7 @@ func walkPath(n *walkNode) string {
 	return strings.Join(n.path, ", ")
 }
 
-func toolNamed(m *Workflow, name string) *Tool {
+func toolNamed(m *workflow.Workflow, name string) *workflow.Tool {
 	for _, tl := range m.Tools {
 		if tl.Name == name {
 			return tl
@@ -262,7 +264,7 @@ func toolNamed(m *Workflow, name string) *Tool {
 // property's `examples` when it has some, else its `enum`, else a value of
 // its type within its bounds; properties that are not required are left
 // out unless they have examples. Each set must pass the tool's schema.
-func argumentSets(t *testing.T, m *Workflow, tl *Tool) []map[string]any {
+func argumentSets(t *testing.T, m *workflow.Workflow, tl *workflow.Tool) []map[string]any {
 	props, _ := tl.Schema["properties"].(map[string]any)
 	required := map[string]bool{}
 	if r, ok := tl.Schema["required"].([]any); ok {
@@ -303,7 +305,7 @@ func argumentSets(t *testing.T, m *Workflow, tl *Tool) []map[string]any {
 		data, _ := json.Marshal(s)
 		var wire map[string]any
 		_ = json.Unmarshal(data, &wire)
-		if err := validate(tl, wire); err != nil {
+		if err := tl.Validate(wire); err != nil {
 			t.Fatalf("the walk's arguments %v: %v (give the property `examples` in meta.tool.inputSchema)", s, err)
 		}
 	}
@@ -337,4 +339,14 @@ func valueOf(p map[string]any) any {
 		return map[string]any{}
 	}
 	return nil
+}
+
+// detachedSnapshot is an actor's snapshot with its children as they are
+// persisted, as the instances store it.
+func detachedSnapshot(a *interp.Actor) *interp.Snapshot {
+	s := a.Snapshot()
+	if d, err := s.Detach(); err == nil {
+		return d
+	}
+	return s
 }

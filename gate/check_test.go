@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/workflow"
 	"github.com/stategate/stategate/xstate"
 	"github.com/stategate/stategate/xstate/js"
 )
@@ -89,7 +89,7 @@ func TestCheck(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			rep, err := gate.Check(&xstate.Loader{Modules: &js.Host{}}, []string{dir}, tt.handleKey)
+			rep, err := workflow.Check(&xstate.Loader{Modules: &js.Host{}}, []string{dir}, tt.handleKey)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -61,12 +61,12 @@ func TestChildrenAcrossCallsAndRestarts(t *testing.T) {
 	}
 	st := open()
 	c := connect(t, serveStore(t, dir, st))
-	c.call("relay_start", with("name", "report"))
-	c.call("relay_chunk", job)
-	if _, sc, _ := c.call("relay_ping", with("n", 2)); ctxOf(sc)["pongs"] != 2.0 {
+	c.Call("relay_start", with("name", "report"))
+	c.Call("relay_chunk", job)
+	if _, sc, _ := c.Call("relay_ping", with("n", 2)); ctxOf(sc)["pongs"] != 2.0 {
 		t.Fatalf("ping: %v", sc)
 	}
-	_, sc, _ := c.call("relay_chunk", job)
+	_, sc, _ := c.Call("relay_chunk", job)
 	if sc["state"] != "loading" || ctxOf(sc)["progress"] != 2.0 {
 		t.Fatalf("after two chunks: %v", sc)
 	}
@@ -78,12 +78,12 @@ func TestChildrenAcrossCallsAndRestarts(t *testing.T) {
 	st = open()
 	t.Cleanup(func() { st.Close() })
 	c = connect(t, serveStore(t, dir, st))
-	_, sc, _ = c.call("relay_chunk", job) // the third: the child is done
+	_, sc, _ = c.Call("relay_chunk", job) // the third: the child is done
 	result, _ := ctxOf(sc)["result"].(map[string]any)
 	if sc["state"] != "done" || result["name"] != "report" || result["chunks"] != 3.0 {
 		t.Fatalf("after a restart and the third chunk: %v", sc)
 	}
-	if _, sc, _ = c.call("relay_ping", with("n", 5)); ctxOf(sc)["pongs"] != 7.0 {
+	if _, sc, _ = c.Call("relay_ping", with("n", 5)); ctxOf(sc)["pongs"] != 7.0 {
 		t.Fatalf("ping after a restart: %v", sc)
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/stategate/stategate/internal/mcptest"
 	"github.com/stategate/stategate/store"
 )
 
@@ -128,7 +129,7 @@ func crashMachines(t *testing.T) string {
 }
 
 // callTool calls a tool with a deadline; ok is a success result.
-func callTool(c *mcpClient, name string, args map[string]any) (text string, ok bool, err error) {
+func callTool(c *mcptest.Client, name string, args map[string]any) (text string, ok bool, err error) {
 	req := mcp.CallToolRequest{}
 	req.Params.Name = name
 	req.Params.Arguments = args
@@ -232,7 +233,7 @@ func TestCrashLosesNoAcknowledgedCall(t *testing.T) {
 		}
 		f.runs++
 		url := "http://" + addr + "/mcp"
-		cs := make([]*mcpClient, clients)
+		cs := make([]*mcptest.Client, clients)
 		for i := range cs {
 			cs[i] = connect(t, url)
 		}

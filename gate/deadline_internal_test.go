@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/workflow"
 	"github.com/stategate/stategate/xstate"
 	"github.com/stategate/stategate/xstate/js"
 )
@@ -52,8 +53,8 @@ func deadlineGate(t *testing.T, timeout time.Duration, slow func()) *Gate {
 			return map[string]any{"n": a.Context.(map[string]any)["n"].(float64) + 1}, nil
 		})
 	g := New(Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SharedInstance: DefaultInstance, EventTimeout: timeout})
-	lib := NewLibrary(g, &xstate.Loader{Registry: reg, Modules: &js.Host{}}, dir, "")
-	if err := lib.Reload(); err != nil {
+	lib := workflow.NewLibrary(workflow.LibraryOptions{Dir: dir, Loader: &xstate.Loader{Registry: reg, Modules: &js.Host{}}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Serve: g.Reloaded})
+	if err := lib.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if errs := lib.Errors(); len(errs) > 0 {
@@ -68,7 +69,7 @@ func callTool(t *testing.T, ctx context.Context, g *Gate, name string) (string, 
 	t.Helper()
 	req := mcp.CallToolRequest{}
 	req.Params.Name = name
-	res, err := g.handle(ctx, req)
+	res, err := g.handleCall(ctx, req)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}

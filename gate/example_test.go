@@ -11,6 +11,7 @@ import (
 
 	"github.com/stategate/stategate/gate"
 	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/workflow"
 	"github.com/stategate/stategate/xstate"
 )
 
@@ -29,11 +30,11 @@ func ExampleInstances_Send() {
 	if err != nil {
 		panic(err)
 	}
-	w, err := gate.NewWorkflow(m, gate.WorkflowOptions{})
+	w, err := workflow.New(m, workflow.Options{})
 	if err != nil {
 		panic(err)
 	}
-	inst := gate.NewInstances(gate.InstancesOptions{}) // a memory store
+	inst := workflow.NewInstances(workflow.InstancesOptions{}) // a memory store
 	if err := inst.SetWorkflows(w); err != nil {
 		panic(err)
 	}
@@ -70,8 +71,8 @@ func ExampleGate_Bind() {
 	if err != nil {
 		panic(err)
 	}
-	w, _ := gate.NewWorkflow(m, gate.WorkflowOptions{})
-	if err := g.SetWorkflows([]*gate.Workflow{w}); err != nil {
+	w, _ := workflow.New(m, workflow.Options{})
+	if err := g.SetWorkflows([]*workflow.Workflow{w}); err != nil {
 		panic(err)
 	}
 	var paid []string

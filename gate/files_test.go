@@ -4,6 +4,7 @@ package gate_test
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -15,7 +16,9 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/internal/mcptest"
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/workflow"
 	"github.com/stategate/stategate/xstate"
 	"github.com/stategate/stategate/xstate/js"
 )
@@ -55,12 +58,12 @@ func (b *logBuffer) count(parts ...string) int {
 
 // library serves a folder (not watched: the tests reload it) with a
 // loader, and logs to a buffer.
-func library(t *testing.T, dir string, l *xstate.Loader) (*gate.Library, *mcpClient, *logBuffer) {
+func library(t *testing.T, dir string, l *xstate.Loader) (*workflow.Library, *mcptest.Client, *logBuffer) {
 	t.Helper()
 	logs := &logBuffer{}
 	g := gate.New(gate.Options{Store: store.NewMemory(), Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	lib := gate.NewLibrary(g, l, dir, "")
-	if err := lib.Reload(); err != nil {
+	lib := workflow.NewLibrary(workflow.LibraryOptions{Dir: dir, Loader: l, Logger: slog.New(slog.NewTextHandler(logs, nil)), Serve: g.Reloaded})
+	if err := lib.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	h := g.HTTPHandler(gate.HTTPOptions{})
@@ -71,10 +74,10 @@ func library(t *testing.T, dir string, l *xstate.Loader) (*gate.Library, *mcpCli
 }
 
 // reload reloads the folder, and fails the test if that does not end.
-func reload(t *testing.T, lib *gate.Library) {
+func reload(t *testing.T, lib *workflow.Library) {
 	t.Helper()
 	done := make(chan error, 1)
-	go func() { done <- lib.Reload() }()
+	go func() { done <- lib.Reload(context.Background()) }()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -99,7 +102,7 @@ func TestReloadSkipsIrregularFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	lib, c, logs := library(t, dir, &xstate.Loader{Modules: &js.Host{}})
-	if _, ok := c.tools()["lamp_on"]; !ok {
+	if _, ok := c.Tools()["lamp_on"]; !ok {
 		t.Fatal("lamp not served")
 	}
 	// A FIFO made while serving stops nothing: a new machine still comes.
@@ -109,7 +112,7 @@ func TestReloadSkipsIrregularFiles(t *testing.T) {
 	atomicSave(t, filepath.Join(dir, "fan.json"), `{"id":"fan","initial":"off","states":{"off":{"on":{"SPIN":"off"}}}}`)
 	reload(t, lib)
 	reload(t, lib)
-	if _, ok := c.tools()["fan_spin"]; !ok {
+	if _, ok := c.Tools()["fan_spin"]; !ok {
 		t.Fatal("fan not served after a FIFO was made")
 	}
 	for _, f := range []string{"x.json", "y.mjs", "zero.json"} {
@@ -136,7 +139,7 @@ func TestHostileFilesKeepTheServer(t *testing.T) {
 			t.Errorf("%s: %v, want %q", file, err, want)
 		}
 	}
-	if _, sc, isErr := c.call("lamp_on", nil); isErr || sc["state"] != "on" {
+	if _, sc, isErr := c.Call("lamp_on", nil); isErr || sc["state"] != "on" {
 		t.Fatalf("lamp after the hostile files: %v %v", isErr, sc)
 	}
 }
@@ -189,7 +192,7 @@ func TestReloadMessages(t *testing.T) {
 	if n := logs.count("intial"); n != 2 {
 		t.Errorf("the new version's warning: logged %d times in all, want twice", n)
 	}
-	if _, ok := c.tools()["lamp_on"]; !ok {
+	if _, ok := c.Tools()["lamp_on"]; !ok {
 		t.Fatal("lamp not served")
 	}
 }
@@ -214,7 +217,7 @@ export default createMachine({ id: 'door', initial: 'shut', states: { shut: { on
 	} {
 		atomicSave(t, door, broken)
 		reload(t, lib)
-		_, sc, _ := c.call("door_status", nil)
+		_, sc, _ := c.Call("door_status", nil)
 		fe, _ := sc["fileError"].(string)
 		if fe == "" || strings.Contains(fe, "hunter") || strings.Contains(fe, "root:") {
 			t.Errorf("fileError %q", fe)

@@ -1,6 +1,7 @@
 package gate_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -13,8 +14,10 @@ import (
 	"testing"
 
 	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/internal/mcptest"
 	"github.com/stategate/stategate/interp"
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/workflow"
 	"github.com/stategate/stategate/xstate"
 	"github.com/stategate/stategate/xstate/js"
 )
@@ -30,7 +33,7 @@ func writeMachine(t *testing.T, name, src string) string {
 
 func TestBuiltinsYieldToEvents(t *testing.T) {
 	f := writeMachine(t, "game.json", `{"id":"game","initial":"on","states":{"on":{"on":{"RESET":"on","STATUS":"on","Jump!":"on"}}}}`)
-	m, _, err := gate.LoadWorkflow(&xstate.Loader{Modules: &js.Host{}}, f, "")
+	m, _, err := workflow.Load(&xstate.Loader{Modules: &js.Host{}}, f, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +51,7 @@ func TestBuiltinsYieldToEvents(t *testing.T) {
 
 func TestToolNameClash(t *testing.T) {
 	f := writeMachine(t, "m.json", `{"id":"m","initial":"a","states":{"a":{"on":{"A_B":"a","A-B":{"target":"a","meta":{"tool":{"name":"m_a_b"}}}}}}}`)
-	_, _, err := gate.LoadWorkflow(&xstate.Loader{Modules: &js.Host{}}, f, "")
+	_, _, err := workflow.Load(&xstate.Loader{Modules: &js.Host{}}, f, "")
 	if err == nil || !strings.Contains(err.Error(), `"A-B"`) || !strings.Contains(err.Error(), `"A_B"`) {
 		t.Fatalf("err = %v, want a clash naming both events", err)
 	}
@@ -56,7 +59,7 @@ func TestToolNameClash(t *testing.T) {
 
 func TestMissingGuardIsRefused(t *testing.T) {
 	f := writeMachine(t, "m.json", `{"id":"m","initial":"a","states":{"a":{"on":{"GO":{"guard":"ready","target":"a"}}}}}`)
-	_, _, err := gate.LoadWorkflow(&xstate.Loader{Modules: &js.Host{}}, f, "")
+	_, _, err := workflow.Load(&xstate.Loader{Modules: &js.Host{}}, f, "")
 	if err == nil || !strings.Contains(err.Error(), `guard "ready" has no implementation`) {
 		t.Fatalf("err = %v", err)
 	}
@@ -69,12 +72,12 @@ export default createMachine({ id: 'fragile', initial: 'a', context: { n: 0 }, s
              BREAK: { target: 'b', actions: () => { throw new Error('disk on fire'); } } } },
   b: {} } });`})
 	c := connect(t, url)
-	c.call("fragile_bump", nil)
-	text, sc, isErr := c.call("fragile_break", nil)
+	c.Call("fragile_bump", nil)
+	text, sc, isErr := c.Call("fragile_break", nil)
 	if !isErr || !strings.Contains(text, "disk on fire") || sc["error"] != "ERROR" {
 		t.Fatalf("break: %v %q %v", isErr, text, sc)
 	}
-	_, sc, _ = c.call("fragile_status", nil)
+	_, sc, _ = c.Call("fragile_status", nil)
 	if sc["state"] != "a" || sc["status"] != "active" || sc["context"].(map[string]any)["n"] != 1.0 {
 		t.Fatalf("after a failed call: %v", sc)
 	}
@@ -84,9 +87,9 @@ export default createMachine({ id: 'fragile', initial: 'a', context: { n: 0 }, s
 // and annotations reach the tool, and a field of the wrong type or an
 // unknown one is an error naming the event, the state and the field.
 func TestMetaTool(t *testing.T) {
-	load := func(tool string) (*gate.Workflow, error) {
+	load := func(tool string) (*workflow.Workflow, error) {
 		f := writeMachine(t, "m.json", `{"id":"m","initial":"a","states":{"a":{"on":{"GO":{"target":"a","meta":{"tool":`+tool+`}}}}}}`)
-		m, _, err := gate.LoadWorkflow(&xstate.Loader{Modules: &js.Host{}}, f, "")
+		m, _, err := workflow.Load(&xstate.Loader{Modules: &js.Host{}}, f, "")
 		return m, err
 	}
 	m, err := load(`{"name":"m.go-now","title":"Go now","annotations":{"destructiveHint":true,"idempotentHint":false}}`)
@@ -131,8 +134,8 @@ func TestPanicKeepsTheServer(t *testing.T) {
 			return map[string]any{"n": a.Context.(map[string]any)["n"].(float64) + 1}, nil
 		})
 	g := gate.New(gate.Options{Store: store.NewMemory(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	lib := gate.NewLibrary(g, &xstate.Loader{Registry: reg, Modules: &js.Host{}}, dir, "")
-	if err := lib.Reload(); err != nil {
+	lib := workflow.NewLibrary(workflow.LibraryOptions{Dir: dir, Loader: &xstate.Loader{Registry: reg, Modules: &js.Host{}}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Serve: g.Reloaded})
+	if err := lib.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	h := g.HTTPHandler(gate.HTTPOptions{})
@@ -140,14 +143,14 @@ func TestPanicKeepsTheServer(t *testing.T) {
 	t.Cleanup(srv.Close)
 	t.Cleanup(h.Close)
 	c := connect(t, srv.URL+"/mcp")
-	text, sc, isErr := c.call("m_boom", nil)
+	text, sc, isErr := c.Call("m_boom", nil)
 	if !isErr || !strings.Contains(text, "kaboom") || !strings.Contains(text, "keeps its state a") || sc["error"] != "ERROR" {
 		t.Fatalf("boom: %v %q %v", isErr, text, sc)
 	}
-	if text, _, isErr := c.call("m_inc", nil); isErr {
+	if text, _, isErr := c.Call("m_inc", nil); isErr {
 		t.Fatalf("inc after the panic: %s", text)
 	}
-	if _, sc, _ := c.call("m_status", nil); sc["state"] != "a" || sc["context"].(map[string]any)["n"] != 1.0 {
+	if _, sc, _ := c.Call("m_status", nil); sc["state"] != "a" || sc["context"].(map[string]any)["n"] != 1.0 {
 		t.Fatalf("status after the panic: %v", sc)
 	}
 }
@@ -167,27 +170,27 @@ export default createMachine({ id: 'doc', initial: 'editing',
       unlocked: {} } },
     published: { type: 'final' } } });`})
 	c := connect(t, url)
-	tools := c.tools()
+	tools := c.Tools()
 	if _, ok := tools["doc_publish"]; ok {
-		t.Fatalf("doc_publish listed while PUBLISH is forbidden: %v", names(tools))
+		t.Fatalf("doc_publish listed while PUBLISH is forbidden: %v", mcptest.Names(tools))
 	}
 	if _, ok := tools["doc_unlock"]; !ok {
-		t.Fatalf("doc_unlock not listed: %v", names(tools))
+		t.Fatalf("doc_unlock not listed: %v", mcptest.Names(tools))
 	}
-	text, sc, isErr := c.call("doc_publish", nil)
+	text, sc, isErr := c.Call("doc_publish", nil)
 	if !isErr || sc["error"] != "FORBIDDEN" || slices.Contains(anyStrings(sc["allowed"]), "doc_publish") {
 		t.Fatalf("publish while locked: %v %q %v", isErr, text, sc)
 	}
-	if _, sc, _ := c.call("doc_status", nil); !reflect.DeepEqual(sc["state"], map[string]any{"editing": "locked"}) {
+	if _, sc, _ := c.Call("doc_status", nil); !reflect.DeepEqual(sc["state"], map[string]any{"editing": "locked"}) {
 		t.Fatalf("a forbidden call moved the document: %v", sc["state"])
 	}
-	if text, _, isErr := c.call("doc_unlock", nil); isErr {
+	if text, _, isErr := c.Call("doc_unlock", nil); isErr {
 		t.Fatalf("unlock: %s", text)
 	}
-	if _, ok := c.tools()["doc_publish"]; !ok {
-		t.Fatalf("doc_publish not listed once unlocked: %v", names(c.tools()))
+	if _, ok := c.Tools()["doc_publish"]; !ok {
+		t.Fatalf("doc_publish not listed once unlocked: %v", mcptest.Names(c.Tools()))
 	}
-	if _, sc, isErr := c.call("doc_publish", nil); isErr || sc["state"] != "published" || sc["status"] != "done" {
+	if _, sc, isErr := c.Call("doc_publish", nil); isErr || sc["state"] != "published" || sc["status"] != "done" {
 		t.Fatalf("publish once unlocked: %v %v", isErr, sc)
 	}
 }
@@ -209,12 +212,12 @@ func TestHandleKeyClashIsALoadError(t *testing.T) {
 		}
 	}
 	g := gate.New(gate.Options{Store: store.NewMemory(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	lib := gate.NewLibrary(g, &xstate.Loader{Modules: &js.Host{}}, dir, "amount")
-	if err := lib.Reload(); err != nil {
+	lib := workflow.NewLibrary(workflow.LibraryOptions{Dir: dir, Loader: &xstate.Loader{Modules: &js.Host{}}, HandleKey: "amount", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Serve: g.Reloaded})
+	if err := lib.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	err := lib.Errors()[filepath.Join(dir, "invoice.json")]
-	if !errors.Is(err, gate.ErrHandleKeyClash) || !strings.Contains(err.Error(), `tool invoice_add_line: inputSchema: handle key "amount" is also a property`) {
+	if !errors.Is(err, workflow.ErrHandleKeyClash) || !strings.Contains(err.Error(), `tool invoice_add_line: inputSchema: handle key "amount" is also a property`) {
 		t.Fatalf("invoice.json with --handle-key amount: err = %v", err)
 	}
 	var served []string
@@ -241,8 +244,8 @@ func TestMigrationLogNamesTheStates(t *testing.T) {
 	write(`{"id":"lamp","initial":"off","states":{"off":{"on":{"ON":"on"}},"on":{"on":{"OFF":"off"}}}}`)
 	logs := &logBuffer{}
 	g := gate.New(gate.Options{Store: store.NewMemory(), Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	lib := gate.NewLibrary(g, &xstate.Loader{Modules: &js.Host{}}, dir, "")
-	if err := lib.Reload(); err != nil {
+	lib := workflow.NewLibrary(workflow.LibraryOptions{Dir: dir, Loader: &xstate.Loader{Modules: &js.Host{}}, Logger: slog.New(slog.NewTextHandler(logs, nil)), Serve: g.Reloaded})
+	if err := lib.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	h := g.HTTPHandler(gate.HTTPOptions{})
@@ -250,14 +253,14 @@ func TestMigrationLogNamesTheStates(t *testing.T) {
 	t.Cleanup(srv.Close)
 	t.Cleanup(h.Close)
 	c := connect(t, srv.URL+"/mcp")
-	if _, sc, isErr := c.call("lamp_on", nil); isErr || sc["state"] != "on" {
+	if _, sc, isErr := c.Call("lamp_on", nil); isErr || sc["state"] != "on" {
 		t.Fatalf("on: %v %v", isErr, sc)
 	}
 	write(`{"id":"lamp","initial":"off","states":{"off":{"on":{"LIGHT":"lit"}},"lit":{}}}`)
-	if err := lib.Reload(); err != nil {
+	if err := lib.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	_, sc, _ := c.call("lamp_status", nil)
+	_, sc, _ := c.Call("lamp_status", nil)
 	if sc["state"] != "off" || sc["migrated"] == nil {
 		t.Fatalf("status after the migration: %v", sc)
 	}

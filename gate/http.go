@@ -3,7 +3,6 @@ package gate
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -14,13 +13,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"net/url"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -331,92 +327,18 @@ func (h *HTTPHandler) post(w http.ResponseWriter, r *http.Request) {
 		u.inflight.Add(1)
 		defer u.inflight.Add(-1)
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	aw := &answerWriter{ResponseWriter: w}
-	defer aw.finish()
-	h.inner.ServeHTTP(aw, r.WithContext(context.WithValue(r.Context(), answerKey{}, aw)))
-}
-
-// answerWriter is a POST's response writer, counting the writes: a
-// notification sent to the session of a request under way is written to
-// its answer by a goroutine of mcp-go's, which (in v1.2.1) drops one it
-// has taken but not yet written when the answer itself is written first;
-// the gate waits for that write before it returns to mcp-go (await).
-type answerWriter struct {
-	http.ResponseWriter
-	writes atomic.Uint64
-
-	// mu orders the writer's use: mcp-go writes from two goroutines
-	// (under its own lock), and a delayed flush from a third.
-	mu      sync.Mutex
-	flusher *time.Timer // a flush due, nil when none
-	done    bool        // the handler returned: net/http has the writer back
-}
-
-// flushDelay is how long a flush of an answer's events waits for more:
-// mcp-go flushes each event of an answer (a notification, then the
-// result), one write each; an answer whose result follows at once goes
-// out in one write, and an event of a slow call still goes out soon.
-const flushDelay = time.Millisecond
-
-// answerKey carries a request's answerWriter in its context.
-type answerKey struct{}
-
-func (w *answerWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	n, err := w.ResponseWriter.Write(p)
-	w.mu.Unlock()
-	w.writes.Add(1)
-	return n, err
-}
-
-// Flush flushes what was written within flushDelay, or when the answer
-// ends (net/http flushes then), whichever comes first.
-func (w *answerWriter) Flush() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.flusher == nil && !w.done {
-		w.flusher = time.AfterFunc(flushDelay, w.flushNow)
+	id := r.Header.Get(server.HeaderKeySessionID)
+	a := newAnswer(w, id)
+	var s *session
+	if id != "" {
+		if s = h.g.sessionByID(id); s != nil && s.pending.Swap(false) {
+			a.pending = true // a list_changed waited for this request
+		}
 	}
-}
-
-func (w *answerWriter) flushNow() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.flusher = nil
-	if f, ok := w.ResponseWriter.(http.Flusher); ok && !w.done {
-		f.Flush()
-	}
-}
-
-// finish hands the writer back to net/http: no delayed flush may use it
-// after the handler returns.
-func (w *answerWriter) finish() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.done = true
-	if w.flusher != nil {
-		w.flusher.Stop()
-		w.flusher = nil
-	}
-}
-
-func (w *answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// written returns the writes so far (0 for a nil writer).
-func (w *answerWriter) written() uint64 {
-	if w == nil {
-		return 0
-	}
-	return w.writes.Load()
-}
-
-// await waits, at most a few milliseconds, for a write after the first
-// before ones.
-func (w *answerWriter) await(before uint64) {
-	deadline := time.Now().Add(5 * time.Millisecond)
-	for w.writes.Load() == before && time.Now().Before(deadline) {
-		runtime.Gosched()
+	h.inner.Handle(a, &server.HTTPRequest{Method: r.Method, URL: r.URL, Header: r.Header, Body: body,
+		Context: context.WithValue(r.Context(), answerKey{}, a)})
+	if a.finish() && s != nil {
+		s.pending.Store(true) // not carried: the next request carries it
 	}
 }
 
@@ -502,14 +424,6 @@ func (h *HTTPHandler) session(w http.ResponseWriter, r *http.Request) *sessionUs
 	return u
 }
 
-// end ends a session as a DELETE would: through mcp-go's own handler, so
-// that its state is cleaned up and the gate hears of it.
-func (h *HTTPHandler) end(id string) {
-	req := httptest.NewRequest(http.MethodDelete, "/mcp", nil)
-	req.Header.Set(server.HeaderKeySessionID, id)
-	h.inner.ServeHTTP(httptest.NewRecorder(), req)
-}
-
 func (h *HTTPHandler) allowedHost(host string) bool {
 	n := normalHost(host)
 	return isLoopbackName(n) || h.hosts[n]
@@ -555,81 +469,4 @@ func writeJSONRPC(w http.ResponseWriter, status int, msg any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(msg)
-}
-
-// sessionIDs issues and checks the session ids of the HTTP endpoint (it is
-// mcp-go's SessionIdManager): ids are 128 random bits, only ids it issued
-// and that have not ended are valid, and there are at most max of them.
-type sessionIDs struct {
-	mu   sync.Mutex
-	max  int
-	live map[string]*sessionUse
-	// evict ends a session (through mcp-go, which then calls Terminate).
-	evict func(id string)
-}
-
-// sessionUse is what the endpoint knows of a session's use.
-type sessionUse struct {
-	lastSeen  atomic.Int64 // UnixNano of its last request
-	inflight  atomic.Int32 // requests under way
-	streaming atomic.Bool  // a GET stream is open
-}
-
-func (u *sessionUse) idle() bool { return u.inflight.Load() == 0 && !u.streaming.Load() }
-
-func (s *sessionIDs) get(id string) *sessionUse {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.live[id]
-}
-
-// admit makes room for a new session: at the bound, it ends the session
-// idle longest; it reports false when every session is busy.
-func (s *sessionIDs) admit() bool {
-	s.mu.Lock()
-	if len(s.live) < s.max {
-		s.mu.Unlock()
-		return true
-	}
-	oldest, when := "", int64(0)
-	for id, u := range s.live {
-		if t := u.lastSeen.Load(); u.idle() && (oldest == "" || t < when) {
-			oldest, when = id, t
-		}
-	}
-	s.mu.Unlock()
-	if oldest == "" {
-		return false
-	}
-	s.evict(oldest)
-	return true
-}
-
-// Generate issues a new session id.
-func (s *sessionIDs) Generate() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	id := hex.EncodeToString(b[:])
-	u := &sessionUse{}
-	u.lastSeen.Store(time.Now().UnixNano())
-	s.mu.Lock()
-	s.live[id] = u
-	s.mu.Unlock()
-	return id
-}
-
-// Validate accepts the live ids it issued.
-func (s *sessionIDs) Validate(id string) (isTerminated bool, err error) {
-	if s.get(id) == nil {
-		return false, errors.New("unknown or ended session")
-	}
-	return false, nil
-}
-
-// Terminate ends a session.
-func (s *sessionIDs) Terminate(id string) (isNotAllowed bool, err error) {
-	s.mu.Lock()
-	delete(s.live, id)
-	s.mu.Unlock()
-	return false, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stategate/stategate/gate"
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/workflow"
 )
 
 func hostOf(t *testing.T, raw string) string {
@@ -212,14 +213,14 @@ func TestTrickledBodyTimesOut(t *testing.T) {
 func TestUnknownToolIsAnswered(t *testing.T) {
 	mcpURL, _ := setup(t)
 	c := connect(t, mcpURL)
-	text, sc, isErr := c.call("invoice_aprove", nil)
+	text, sc, isErr := c.Call("invoice_aprove", nil)
 	if !isErr || sc["error"] != "UNKNOWN" || sc["tool"] != "invoice_aprove" {
 		t.Fatalf("unknown tool: %v %s", sc, text)
 	}
 	if !strings.Contains(text, "invoice_submit") {
 		t.Errorf("the answer does not name the tools available now: %s", text)
 	}
-	if _, listed := c.tools()["stategate.unknown-tool"]; listed {
+	if _, listed := c.Tools()["stategate.unknown-tool"]; listed {
 		t.Error("the hidden tool is listed")
 	}
 }
@@ -261,11 +262,11 @@ func TestHandlesAreChecked(t *testing.T) {
 		ok     bool
 	}{
 		{strings.Repeat("x", 70000), false},
-		{strings.Repeat("x", gate.MaxHandle+1), false},
+		{strings.Repeat("x", workflow.MaxHandle+1), false},
 		{"a\x00evil", false},
 		{"line\nbreak", false},
 		{"", false},
-		{strings.Repeat("é", gate.MaxHandle/2), true},
+		{strings.Repeat("é", workflow.MaxHandle/2), true},
 		{"order 7/ß-✓", true},
 	} {
 		body := rawCall(t, mcpURL, s, "order_add", map[string]any{"order_id": c.handle})
@@ -285,11 +286,11 @@ func TestHandlesAreChecked(t *testing.T) {
 func TestStatusReadsAsARead(t *testing.T) {
 	mcpURL, _ := setup(t)
 	c := connect(t, mcpURL)
-	text, _, _ := c.call("invoice_status", nil)
+	text, _, _ := c.Call("invoice_status", nil)
 	if !strings.Contains(text, " is in state draft") || strings.Contains(text, "is now") {
 		t.Errorf("status says %q", text)
 	}
-	text, _, _ = c.call("invoice_submit", nil)
+	text, _, _ = c.Call("invoice_submit", nil)
 	if !strings.Contains(text, " is now in state review") {
 		t.Errorf("submit says %q", text)
 	}

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/workflow"
 )
 
 // view is what an instance allows now.
@@ -20,32 +22,101 @@ type view struct {
 }
 
 // viewOf computes what an instance allows: the events it would take
-// (snapshot.can), keeping a tool whose guard said no after reading the
-// event's payload (the call decides); none but reset once it is done or
-// failed; the status tool always.
-func (g *Gate) viewOf(sv *served, m *Workflow, s *interp.Snapshot) view {
-	v := view{snap: s, tools: []string{m.StatusTool}, initial: m.initialState(s)}
+// (workflow.Accepts: snapshot.can, keeping a tool whose guard said no
+// after reading the event's payload, as the call decides); none but reset
+// once it is done or failed; the status tool always.
+func (g *Gate) viewOf(sv *served, m *workflow.Workflow, s *interp.Snapshot) view {
+	v := view{snap: s, tools: []string{m.StatusTool}, initial: m.IsInitial(s)}
 	if s.Status != interp.StatusActive {
 		v.tools = append(v.tools, m.ResetTool)
 	} else {
 		for _, t := range m.Tools {
-			if !sv.boundEvents[m.ID][t.Event] && allows(s, t.Event) {
+			if !sv.boundEvents[m.ID][t.Event] && workflow.Accepts(s, t.Event) {
 				v.tools = append(v.tools, t.Name)
 			}
 		}
 		for _, b := range sv.bound[m.ID] {
-			if b.inStates(s) && allows(s, b.event) {
+			if b.inStates(s) && workflow.Accepts(s, b.event) {
 				v.tools = append(v.tools, b.name)
 			}
 		}
 	}
 	for _, st := range m.StateTools {
-		if st.active(s) {
+		if st.Active(s) {
 			v.tools = append(v.tools, st.Name)
 		}
 	}
 	sort.Strings(v.tools)
 	return v
+}
+
+// viewCache keeps, by instance, what the instance allows, as computed for
+// the instance at one version (by its identity: instances are immutable)
+// and for what the gate served then.
+type viewCache struct {
+	mu sync.Mutex
+	m  map[store.Key]cachedView
+}
+
+type cachedView struct {
+	in *workflow.Instance
+	sv *served
+	v  view
+}
+
+// maxViews bounds the views kept.
+const maxViews = 1 << 14
+
+// view returns what an instance allows now.
+func (g *Gate) view(in *workflow.Instance) view {
+	sv := g.served.Load()
+	key := in.Key()
+	c := &g.views
+	c.mu.Lock()
+	if e, ok := c.m[key]; ok && e.in == in && e.sv == sv {
+		c.mu.Unlock()
+		return e.v
+	}
+	c.mu.Unlock()
+	v := g.viewOf(sv, in.Workflow, in.Snapshot)
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[store.Key]cachedView{}
+	}
+	if len(c.m) >= maxViews {
+		for k := range c.m { // drop an arbitrary eighth
+			delete(c.m, k)
+			if len(c.m) < maxViews*7/8 {
+				break
+			}
+		}
+	}
+	c.m[key] = cachedView{in: in, sv: sv, v: v}
+	c.mu.Unlock()
+	return v
+}
+
+// current returns an instance's view: its stored snapshot, or the
+// machine's initial state when it has none (nothing is created).
+func (g *Gate) current(ctx context.Context, m *workflow.Workflow, handle string) (view, error) {
+	if handle == "" {
+		init := m.Initial()
+		if init == nil {
+			return view{}, errors.New("the machine cannot start")
+		}
+		sv := g.served.Load()
+		if v, ok := sv.initial.Load(m); ok {
+			return v.(view), nil
+		}
+		v := g.viewOf(sv, m, init)
+		sv.initial.Store(m, v)
+		return v, nil
+	}
+	in, err := g.inst.Load(ctx, m, handle)
+	if err != nil {
+		return view{}, err
+	}
+	return g.view(in), nil
 }
 
 // shown is one machine's part of a session's tool list: the view of the
@@ -64,7 +135,7 @@ func (g *Gate) shownTo(ctx context.Context, s *session) []shown {
 	upstreams := g.served.Load().upstreams
 	out := make([]shown, len(ms))
 	for i, m := range ms {
-		out[i] = shown{id: m.ID, version: m.listing + upstreams}
+		out[i] = shown{id: m.ID, version: m.Listing + upstreams}
 		v, err := g.current(ctx, m, g.instanceOf(s, m))
 		if err != nil {
 			g.log.Warn("cannot load instance for listing", "machine", m.ID, "err", err)
@@ -87,21 +158,22 @@ func sameShown(a, b []shown) bool {
 	})
 }
 
-// filterTools is the gate's tool filter (mcp-go's WithToolFilter): of a
-// tools/list, it keeps the host's own tools and the gate's that the
-// session's instances allow now (in their compact form in a workflow's
-// initial state), and drops the hidden ones; a call's tool passes (the
-// handler decides, and refuses with the tools allowed now).
-func (g *Gate) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
-	if _, calling := g.calls.LoadAndDelete(ctx); calling {
-		return tools
-	}
+// listTools makes a tools/list answer what the session may see (mcp-go
+// lists every tool registered; see plug): the host's own tools, and the
+// gate's that the session's instances allow now, in their compact form in
+// a workflow's initial state; a client of revision 2026-07-28 gets the
+// static list (staticList).
+func (g *Gate) listTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	g.activity.Add(1)
 	if modern(ctx) {
 		return g.staticList(ctx, tools)
 	}
+	s := g.sessionOf(ctx)
+	if s != nil {
+		s.notified.Store(false) // it sees the list now
+	}
 	allowed := map[string]bool{} // tool name -> compact
-	for _, sh := range g.shownTo(ctx, g.sessionOf(ctx)) {
+	for _, sh := range g.shownTo(ctx, s) {
 		for _, name := range sh.tools {
 			allowed[name] = sh.initial
 		}
@@ -127,42 +199,9 @@ func (g *Gate) filterTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	return out
 }
 
-// view returns what the instance allows now.
-func (g *Gate) view(in *instance) view {
-	sv := g.served.Load()
-	in.vmu.Lock()
-	defer in.vmu.Unlock()
-	if in.vFor != sv {
-		in.v, in.vFor = g.viewOf(sv, in.m, in.snap), sv
-	}
-	return in.v
-}
-
-// current returns an instance's view: its stored snapshot, or the
-// machine's initial state when it has none (nothing is created).
-func (g *Gate) current(ctx context.Context, m *Workflow, handle string) (view, error) {
-	if handle == "" {
-		if m.initSnap == nil {
-			return view{}, errors.New("the machine cannot start")
-		}
-		sv := g.served.Load()
-		if v, ok := sv.initial.Load(m); ok {
-			return v.(view), nil
-		}
-		v := g.viewOf(sv, m, m.initSnap)
-		sv.initial.Store(m, v)
-		return v, nil
-	}
-	in, err := g.inst.load(ctx, m, handle)
-	if err != nil {
-		return view{}, err
-	}
-	return g.view(in), nil
-}
-
 // refresh tells the sessions that see an instance that their tool list
 // changed, when it did.
-func (g *Gate) refresh(ctx context.Context, m *Workflow, handle string) {
+func (g *Gate) refresh(ctx context.Context, m *workflow.Workflow, handle string) {
 	for _, s := range g.sessionsSeeing(m, handle) {
 		g.refreshSession(ctx, s)
 	}
@@ -172,21 +211,17 @@ func (g *Gate) refresh(ctx context.Context, m *Workflow, handle string) {
 // serves changed; when every client was told already (told), it records
 // what each session sees now, and tells nobody again.
 func (g *Gate) refreshAfter(ctx context.Context, told bool) {
-	if !told {
-		g.refreshAll(ctx)
-		return
-	}
 	for _, s := range g.allSessions() {
-		g.shownTo(ctx, s)
+		if told {
+			g.shownTo(ctx, s)
+		} else {
+			g.refreshSession(ctx, s)
+		}
 	}
 }
 
-func (g *Gate) refreshAll(ctx context.Context) {
-	for _, s := range g.allSessions() {
-		g.refreshSession(ctx, s)
-	}
-}
-
+// refreshSession tells a session that its tool list changed, if it did
+// since it was last shown it.
 func (g *Gate) refreshSession(ctx context.Context, s *session) {
 	if s.modern.Load() {
 		return
@@ -197,23 +232,5 @@ func (g *Gate) refreshSession(ctx context.Context, s *session) {
 	if sameShown(before, g.shownTo(ctx, s)) {
 		return
 	}
-	if !s.streaming.Load() && !s.notified.CompareAndSwap(false, true) {
-		return // one waits to be delivered already
-	}
-	srv := g.srv.Load()
-	if srv == nil {
-		return
-	}
-	// The answer to the session's own request must carry the
-	// notification: see answerWriter.
-	w, _ := ctx.Value(answerKey{}).(*answerWriter)
-	written := w.written()
-	if err := srv.SendNotificationToSpecificClient(s.id, "notifications/tools/list_changed", nil); err != nil {
-		s.notified.Store(false) // not told: the next change tries again
-		g.log.Debug("cannot notify session", "session", s.name, "err", err)
-		return
-	}
-	if cs := server.ClientSessionFromContext(ctx); w != nil && cs != nil && cs.SessionID() == s.id {
-		w.await(written)
-	}
+	g.tellListChanged(ctx, s) // mcpgo.go
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/workflow"
 )
 
 // Protocol revision 2026-07-28 has no sessions (SEP-2567) and no
@@ -71,7 +71,7 @@ func (g *Gate) modernTool(ref *toolRef) mcp.Tool {
 		b := ref.binding
 		states := b.states
 		if len(states) == 0 {
-			if et := ref.m.byEvent[b.event]; et != nil {
+			if et := ref.m.ToolOf(b.event); et != nil {
 				states = et.Accepting
 			}
 		}
@@ -104,10 +104,10 @@ func orList(xs []string) string {
 // modernHandle returns the handle a call of revision 2026-07-28 names:
 // the handle key's argument; for a workflow with no handle key, one the
 // start tool made.
-func modernHandle(m *Workflow, args map[string]any) (string, *mcp.CallToolResult) {
+func modernHandle(m *workflow.Workflow, args map[string]any) (string, *mcp.CallToolResult) {
 	key := m.ModernHandleKey()
 	h, _ := args[key].(string)
-	if err := CheckHandle(h); err != nil {
+	if err := workflow.CheckHandle(h); err != nil {
 		return "", errorResult("INVALID_ARGUMENTS", fmt.Sprintf("INVALID_ARGUMENTS: argument %q (the %s instance) %v; %s makes one", key, m.ID, err, m.StartTool),
 			map[string]any{"argument": key})
 	}
@@ -121,43 +121,50 @@ func modernHandle(m *Workflow, args map[string]any) (string, *mcp.CallToolResult
 // withoutModernHandle removes the handle argument of a workflow with no
 // handle key from a call of revision 2026-07-28: the machine and the
 // tool's handler never see it.
-func withoutModernHandle(ctx context.Context, m *Workflow, args map[string]any, req mcp.CallToolRequest) (map[string]any, mcp.CallToolRequest) {
+func (c *call) withoutModernHandle() {
+	m := c.w
 	key := m.ModernHandleKey()
-	if !modern(ctx) || m.HandleKey != "" {
-		return args, req
+	if !c.modern || m.HandleKey != "" {
+		return
 	}
-	if _, ok := args[key]; !ok {
-		return args, req
+	if _, ok := c.args[key]; !ok {
+		return
 	}
-	args = maps.Clone(args)
-	delete(args, key)
+	c.args = maps.Clone(c.args)
+	delete(c.args, key)
 	// mcp-go sends RawArguments (the arguments as they came) in place of
-	// Arguments when set: a handler that forwards req must not pass the
-	// handle on.
-	req.Params.Arguments, req.Params.RawArguments = args, nil
-	return args, req
+	// Arguments when set: a handler that forwards the request must not
+	// pass the handle on.
+	c.req.Params.Arguments, c.req.Params.RawArguments = c.args, nil
 }
 
 // start makes an instance with a new handle, stored in its initial
 // state, and reports it.
-func (g *Gate) start(ctx context.Context, m *Workflow) (*mcp.CallToolResult, error) {
-	handle := newHandle()
+func (g *Gate) start(c *call) *mcp.CallToolResult {
+	m := c.w
+	if !c.modern {
+		return errorResult("FORBIDDEN", fmt.Sprintf("FORBIDDEN: %s is for clients of protocol revision 2026-07-28, which have no sessions; this session has an instance of its own (see %s)", m.StartTool, m.StatusTool), nil)
+	}
+	c.handle = newHandle()
 	if m.HandleKey != "" {
-		handle = strings.TrimPrefix(handle, handlePrefix)
+		c.handle = strings.TrimPrefix(c.handle, handlePrefix)
 	}
-	unlock := g.inst.locks.lock(instanceKey(m, handle))
-	defer unlock()
-	in, err := g.inst.load(ctx, m, handle)
+	h, bad := g.hold(c)
+	if bad != nil {
+		return bad
+	}
+	defer h.Release()
+	in, err := h.Load(c.ctx)
 	if err != nil {
-		return errorResult("ERROR", "ERROR: "+err.Error(), nil), nil
+		return errorResult("ERROR", "ERROR: "+err.Error(), nil)
 	}
-	saved, err := g.inst.save(ctx, in, in.snap, in.timers, &store.AuditEntry{Tool: m.StartTool, Session: g.sessionNameOf(ctx), Protocol: protocolOf(ctx)})
+	saved, err := h.Save(c.ctx, c.entry(m.StartTool))
 	if err != nil {
-		return saveFailed(m.StartTool, in.snap, err), nil
+		return saveFailed(m.StartTool, in.Snapshot, err)
 	}
-	res := report(m, handle, g.view(saved), nil, "is")
-	res.Content = append(res.Content, mcp.NewTextContent(fmt.Sprintf("Pass %s: %q to the %s tools to act on this instance. Anyone holding the handle can drive it.", m.ModernHandleKey(), handle, m.ID)))
-	return res, nil
+	res := report(m, c.handle, g.view(saved), nil, "is")
+	res.Content = append(res.Content, mcp.NewTextContent(fmt.Sprintf("Pass %s: %q to the %s tools to act on this instance. Anyone holding the handle can drive it.", m.ModernHandleKey(), c.handle, m.ID)))
+	return res
 }
 
 // protocolOf is the protocol revision a request came in with, for the

@@ -19,14 +19,16 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/internal/mcptest"
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/workflow"
 	"github.com/stategate/stategate/xstate"
 	"github.com/stategate/stategate/xstate/js"
 )
 
 // modernServer serves the bundled machines and the test machines over
 // HTTP, from a folder a test may change (then lib.Reload).
-func modernServer(t *testing.T) (url, dir string, lib *gate.Library, st *store.Memory) {
+func modernServer(t *testing.T) (url, dir string, lib *workflow.Library, st *store.Memory) {
 	t.Helper()
 	dir = t.TempDir()
 	for _, f := range []string{"invoice.json", "invoice.impl.ts", "payment.ts", "db-migration.mjs"} {
@@ -45,8 +47,8 @@ func modernServer(t *testing.T) (url, dir string, lib *gate.Library, st *store.M
 	}
 	st = store.NewMemory()
 	g := gate.New(gate.Options{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	lib = gate.NewLibrary(g, &xstate.Loader{Modules: &js.Host{}}, dir, "")
-	if err := lib.Reload(); err != nil {
+	lib = workflow.NewLibrary(workflow.LibraryOptions{Dir: dir, Loader: &xstate.Loader{Modules: &js.Host{}}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Serve: g.Reloaded})
+	if err := lib.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	h := g.HTTPHandler(gate.HTTPOptions{})
@@ -58,7 +60,7 @@ func modernServer(t *testing.T) (url, dir string, lib *gate.Library, st *store.M
 
 // connectModern connects a client that speaks revision 2026-07-28 (mcp-go's
 // default: it probes with server/discover).
-func connectModern(t *testing.T, c *client.Client) *mcpClient {
+func connectModern(t *testing.T, c *client.Client) *mcptest.Client {
 	t.Helper()
 	ctx := context.Background()
 	mc := watched(t, c)
@@ -74,7 +76,7 @@ func connectModern(t *testing.T, c *client.Client) *mcpClient {
 	return mc
 }
 
-func modernHTTP(t *testing.T, url string) *mcpClient {
+func modernHTTP(t *testing.T, url string) *mcptest.Client {
 	t.Helper()
 	c, err := client.NewStreamableHttpClient(url, transport.WithHTTPLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
@@ -84,7 +86,7 @@ func modernHTTP(t *testing.T, url string) *mcpClient {
 }
 
 // listing is a tool list as text, to compare lists whole.
-func listing(t *testing.T, c *mcpClient) string {
+func listing(t *testing.T, c *mcptest.Client) string {
 	t.Helper()
 	res, err := c.ListTools(context.Background(), mcp.ListToolsRequest{})
 	if err != nil {
@@ -97,7 +99,7 @@ func listing(t *testing.T, c *mcpClient) string {
 // walkModern walks an invoice as a client of revision 2026-07-28: the
 // list is every tool, each taking the handle, and it does not change as
 // the instance moves; the results say what is allowed next.
-func walkModern(t *testing.T, c *mcpClient) {
+func walkModern(t *testing.T, c *mcptest.Client) {
 	t.Helper()
 	ctx := context.Background()
 	res, err := c.ListTools(ctx, mcp.ListToolsRequest{})
@@ -108,10 +110,10 @@ func walkModern(t *testing.T, c *mcpClient) {
 		t.Errorf("no cache hints on the list: ttlMs %v, cacheScope %q", res.TTLMs, res.CacheScope)
 	}
 	before := listing(t, c)
-	tools := c.tools()
+	tools := c.Tools()
 	for _, want := range []string{"invoice_submit", "invoice_approve", "invoice_request_changes", "invoice_status", "invoice_reset", "invoice_start", "order_add", "lamp_on"} {
 		if _, ok := tools[want]; !ok {
-			t.Errorf("%s not listed: %v", want, names(tools))
+			t.Errorf("%s not listed: %v", want, mcptest.Names(tools))
 		}
 	}
 	approve := tools["invoice_approve"]
@@ -122,25 +124,25 @@ func walkModern(t *testing.T, c *mcpClient) {
 		t.Errorf("order_add does not take its handle key: %+v", tools["order_add"].InputSchema)
 	}
 	// A handle the server did not make is refused, naming the start tool.
-	if text, sc, isErr := c.call("invoice_submit", map[string]any{"workflow_id": "default"}); !isErr || sc["error"] != "INVALID_ARGUMENTS" || !strings.Contains(text, "invoice_start") {
+	if text, sc, isErr := c.Call("invoice_submit", map[string]any{"workflow_id": "default"}); !isErr || sc["error"] != "INVALID_ARGUMENTS" || !strings.Contains(text, "invoice_start") {
 		t.Errorf("a handle not made by the server: %s %v", text, sc)
 	}
-	_, sc, isErr := c.call("invoice_start", nil)
+	_, sc, isErr := c.Call("invoice_start", nil)
 	handle, _ := sc["handle"].(string)
 	if isErr || !strings.HasPrefix(handle, "wf-") || len(handle) < 3+26 || sc["state"] != "draft" {
 		t.Fatalf("invoice_start: %v", sc)
 	}
 	id := map[string]any{"workflow_id": handle}
 	// Not allowed yet: refused with the state and the tools allowed now.
-	text, sc, isErr := c.call("invoice_approve", id)
+	text, sc, isErr := c.Call("invoice_approve", id)
 	if !isErr || sc["error"] != "FORBIDDEN" || !strings.Contains(text, "invoice_submit") {
 		t.Errorf("approve in draft: %s %v", text, sc)
 	}
-	text, sc, isErr = c.call("invoice_submit", id)
+	text, sc, isErr = c.Call("invoice_submit", id)
 	if isErr || sc["state"] != "review" || !strings.Contains(text, "invoice_approve") {
 		t.Fatalf("submit: %s %v", text, sc)
 	}
-	text, sc, isErr = c.call("invoice_approve", id)
+	text, sc, isErr = c.Call("invoice_approve", id)
 	if isErr || sc["state"] != "approved" {
 		t.Fatalf("approve: %s %v", text, sc)
 	}
@@ -148,7 +150,7 @@ func walkModern(t *testing.T, c *mcpClient) {
 	if after := listing(t, c); after != before {
 		t.Errorf("the list changed with the calls:\nbefore %s\nafter  %s", before, after)
 	}
-	c.noChange()
+	c.NoChange()
 }
 
 func TestModernHTTP(t *testing.T) {
@@ -181,23 +183,23 @@ func TestModernAndLegacyTogether(t *testing.T) {
 	url, _, _, _ := modernServer(t)
 	modern := modernHTTP(t, url)
 	legacy := connect(t, url)
-	if _, ok := legacy.tools()["invoice_approve"]; ok {
+	if _, ok := legacy.Tools()["invoice_approve"]; ok {
 		t.Fatal("invoice_approve listed to a legacy session in draft")
 	}
-	if _, ok := legacy.tools()["invoice_start"]; ok {
+	if _, ok := legacy.Tools()["invoice_start"]; ok {
 		t.Error("the start tool listed to a legacy session")
 	}
-	if _, sc, isErr := legacy.call("invoice_start", nil); !isErr || sc["error"] != "FORBIDDEN" {
+	if _, sc, isErr := legacy.Call("invoice_start", nil); !isErr || sc["error"] != "FORBIDDEN" {
 		t.Errorf("invoice_start from a legacy session: %v", sc)
 	}
-	legacy.call("invoice_submit", nil)
-	legacy.awaitChanged()
-	if _, ok := legacy.tools()["invoice_approve"]; !ok {
+	legacy.Call("invoice_submit", nil)
+	legacy.AwaitChanged()
+	if _, ok := legacy.Tools()["invoice_approve"]; !ok {
 		t.Error("invoice_approve not listed to the legacy session in review")
 	}
 	walkModern(t, modern)
 	// The modern client's instance is not the legacy session's.
-	_, sc, _ := legacy.call("invoice_status", nil)
+	_, sc, _ := legacy.Call("invoice_status", nil)
 	if sc["state"] != "review" {
 		t.Errorf("the legacy session's invoice: %v", sc)
 	}
@@ -225,11 +227,11 @@ func TestModernReloadIsAnnounced(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "bulb"+string(rune('a'+i))+".json"), []byte(src), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := lib.Reload(); err != nil {
+		if err := lib.Reload(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		select {
-		case <-c.changed:
+		case <-c.Changed():
 		case err := <-listening:
 			t.Fatalf("listen: %v", err)
 		case <-time.After(100 * time.Millisecond):
@@ -257,15 +259,15 @@ func TestModernStdio(t *testing.T) {
 	}
 	mc := connectModern(t, c)
 	before := listing(t, mc)
-	_, sc, _ := mc.call("invoice_start", nil)
+	_, sc, _ := mc.Call("invoice_start", nil)
 	id := map[string]any{"workflow_id": sc["handle"]}
-	if _, sc, isErr := mc.call("invoice_submit", id); isErr || sc["state"] != "review" {
+	if _, sc, isErr := mc.Call("invoice_submit", id); isErr || sc["state"] != "review" {
 		t.Fatalf("submit: %v", sc)
 	}
 	if after := listing(t, mc); after != before {
 		t.Errorf("the list changed with a call:\nbefore %s\nafter  %s", before, after)
 	}
-	mc.noChange()
+	mc.NoChange()
 }
 
 // TestModernNegotiation: a client that asks for a revision the server
@@ -336,14 +338,14 @@ func TestModernTimer(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := modernHTTP(t, serveStore(t, dir, store.NewMemory()))
-	_, sc, _ := c.call("kettle_start", nil)
+	_, sc, _ := c.Call("kettle_start", nil)
 	id := map[string]any{"workflow_id": sc["handle"]}
-	if _, sc, isErr := c.call("kettle_boil", id); isErr || sc["state"] != "heating" {
+	if _, sc, isErr := c.Call("kettle_boil", id); isErr || sc["state"] != "heating" {
 		t.Fatalf("boil: %v", sc)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		_, sc, _ := c.call("kettle_status", id)
+		_, sc, _ := c.Call("kettle_status", id)
 		if sc["state"] == "hot" {
 			if timers, _ := sc["timers"].([]any); len(timers) != 1 {
 				t.Errorf("timers after the first fired: %v", sc["timers"])
@@ -355,5 +357,5 @@ func TestModernTimer(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // polling the status tool: a client of this revision is told nothing
 	}
-	c.noChange()
+	c.NoChange()
 }

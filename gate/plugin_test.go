@@ -14,8 +14,10 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/internal/mcptest"
 	"github.com/stategate/stategate/interp"
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/workflow"
 	"github.com/stategate/stategate/xstate"
 )
 
@@ -38,7 +40,7 @@ const bill = `{
   }
 }`
 
-func billWorkflow(t testing.TB) *gate.Workflow {
+func billWorkflow(t testing.TB) *workflow.Workflow {
 	t.Helper()
 	reg := xstate.NewRegistry().
 		Assign("keepReceipt", func(a interp.Args, _ any) (map[string]any, error) {
@@ -51,7 +53,7 @@ func billWorkflow(t testing.TB) *gate.Workflow {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := gate.NewWorkflow(m, gate.WorkflowOptions{})
+	w, err := workflow.New(m, workflow.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +88,7 @@ func (p *payments) discharge(ctx context.Context, req mcp.CallToolRequest) (*mcp
 // hostWithGate is a host's own mcp-go server, with a tool of its own
 // (echo), and the gate bound to it serving bill with discharge bound to
 // approved.
-func hostWithGate(t *testing.T) (*mcpClient, *gate.Gate, *payments) {
+func hostWithGate(t *testing.T) (*mcptest.Client, *gate.Gate, *payments) {
 	t.Helper()
 	srv := mcpserver.NewMCPServer("host", "1.0")
 	srv.AddTool(mcp.NewTool("echo", mcp.WithDescription("Echo the text."), mcp.WithString("text")),
@@ -108,7 +110,7 @@ func hostWithGate(t *testing.T) (*mcpClient, *gate.Gate, *payments) {
 	if err := g.Bind(mcpserver.NewMCPServer("other", "1")); !errors.Is(err, gate.ErrBound) {
 		t.Fatalf("a second Bind: %v", err)
 	}
-	if err := g.SetWorkflows([]*gate.Workflow{billWorkflow(t)}); err != nil {
+	if err := g.SetWorkflows([]*workflow.Workflow{billWorkflow(t)}); err != nil {
 		t.Fatal(err)
 	}
 	pay := &payments{}
@@ -124,18 +126,18 @@ func hostWithGate(t *testing.T) (*mcpClient, *gate.Gate, *payments) {
 
 func TestBindKeepsTheHostsTools(t *testing.T) {
 	c, _, _ := hostWithGate(t)
-	tools := c.tools()
+	tools := c.Tools()
 	for _, want := range []string{"echo", "bill_approve", "bill_status"} {
 		if _, ok := tools[want]; !ok {
-			t.Errorf("%s not listed: %v", want, names(tools))
+			t.Errorf("%s not listed: %v", want, mcptest.Names(tools))
 		}
 	}
 	for _, hidden := range []string{"discharge", "cancel", "bill_cancel", "bill_discharge", "bill_discharge_failed", "stategate.unknown-tool"} {
 		if _, ok := tools[hidden]; ok {
-			t.Errorf("%s listed in draft: %v", hidden, names(tools))
+			t.Errorf("%s listed in draft: %v", hidden, mcptest.Names(tools))
 		}
 	}
-	if text, _, isErr := c.call("echo", map[string]any{"text": "hi"}); isErr || text != "hi" {
+	if text, _, isErr := c.Call("echo", map[string]any{"text": "hi"}); isErr || text != "hi" {
 		t.Errorf("echo: %q %v", text, isErr)
 	}
 }
@@ -147,33 +149,33 @@ func TestBoundTool(t *testing.T) {
 	// handler does not run.
 	// discharge has an output schema, which clients check error results
 	// against too: the gate's answer is in _meta.
-	res := c.callResult("discharge", id)
-	if text := resultText(res); !res.IsError || res.StructuredContent != nil || !strings.Contains(text, "FORBIDDEN") || !strings.Contains(text, "bill_approve") || len(pay.paid) != 0 {
+	res := c.Result("discharge", id)
+	if text := mcptest.Text(res); !res.IsError || res.StructuredContent != nil || !strings.Contains(text, "FORBIDDEN") || !strings.Contains(text, "bill_approve") || len(pay.paid) != 0 {
 		t.Fatalf("discharge in draft: %+v (paid %v)", res, pay.paid)
 	}
 	if e, _ := res.Meta.AdditionalFields["stategate/error"].(map[string]any); e["error"] != "FORBIDDEN" {
 		t.Errorf("_meta of the refusal: %+v", res.Meta)
 	}
-	c.call("bill_approve", id)
-	c.awaitTools("discharge", func(ts map[string]mcp.Tool) bool { _, ok := ts["discharge"]; return ok })
-	listed := c.tools()["discharge"]
+	c.Call("bill_approve", id)
+	c.AwaitTools("discharge", func(ts map[string]mcp.Tool) bool { _, ok := ts["discharge"]; return ok })
+	listed := c.Tools()["discharge"]
 	if props := listed.InputSchema.Properties; props["bill_id"] == nil {
 		t.Errorf("the bound tool's schema lacks the handle argument: %+v", listed.InputSchema)
 	}
 	// A failed payment sends the error event: the bill stays approved.
 	pay.broken = true
-	res = c.callResult("discharge", id)
-	if !res.IsError || !strings.Contains(resultText(res), "declined") {
+	res = c.Result("discharge", id)
+	if !res.IsError || !strings.Contains(mcptest.Text(res), "declined") {
 		t.Fatalf("a declined payment: %+v", res)
 	}
-	_, sc, _ := c.call("bill_status", id)
+	_, sc, _ := c.Call("bill_status", id)
 	if sc["state"] != "approved" || sc["context"].(map[string]any)["failure"] != "the card was declined" {
 		t.Fatalf("after the declined payment: %v", sc)
 	}
 	// A payment: the handler saw the instance, its result is kept as it
 	// is, with the gate's note, and the event moved the bill.
 	pay.broken = false
-	res = c.callResult("discharge", id)
+	res = c.Result("discharge", id)
 	if res.IsError {
 		t.Fatalf("discharge: %+v", res)
 	}
@@ -181,13 +183,13 @@ func TestBoundTool(t *testing.T) {
 	if structured["receipt"] != "R-b-1" || len(structured) != 2 {
 		t.Errorf("the handler's structured content was changed: %v", res.StructuredContent)
 	}
-	if text := resultText(res); !strings.Contains(text, "now in state discharged (done)") {
+	if text := mcptest.Text(res); !strings.Contains(text, "now in state discharged (done)") {
 		t.Errorf("no note of where the workflow is: %q", text)
 	}
 	if res.Meta == nil || res.Meta.AdditionalFields["stategate/workflow"] == nil {
 		t.Errorf("no _meta note: %+v", res.Meta)
 	}
-	_, sc, _ = c.call("bill_status", id)
+	_, sc, _ = c.Call("bill_status", id)
 	receipt, _ := sc["context"].(map[string]any)["receipt"].(map[string]any)
 	if sc["state"] != "discharged" || receipt["receipt"] != "R-b-1" {
 		t.Errorf("after discharge: %v", sc)
@@ -196,7 +198,7 @@ func TestBoundTool(t *testing.T) {
 		t.Errorf("paid %v, states seen %v", pay.paid, pay.states)
 	}
 	// Done: the bound tool is gone, and a call is refused.
-	if res := c.callResult("discharge", id); !res.IsError || !strings.Contains(resultText(res), "FORBIDDEN") {
+	if res := c.Result("discharge", id); !res.IsError || !strings.Contains(mcptest.Text(res), "FORBIDDEN") {
 		t.Errorf("discharge when done: %+v", res)
 	}
 }
@@ -205,15 +207,15 @@ func TestBoundTool(t *testing.T) {
 func TestBoundHostTool(t *testing.T) {
 	c, _, _ := hostWithGate(t)
 	id := map[string]any{"bill_id": "b-2"}
-	if _, sc, isErr := c.call("cancel", id); !isErr || sc["error"] != "FORBIDDEN" {
+	if _, sc, isErr := c.Call("cancel", id); !isErr || sc["error"] != "FORBIDDEN" {
 		t.Fatalf("cancel in draft: %v", sc)
 	}
-	c.call("bill_approve", id)
-	res := c.callResult("cancel", id)
-	if res.IsError || !strings.HasPrefix(resultText(res), "cancelled\n") {
+	c.Call("bill_approve", id)
+	res := c.Result("cancel", id)
+	if res.IsError || !strings.HasPrefix(mcptest.Text(res), "cancelled\n") {
 		t.Fatalf("cancel: %+v", res)
 	}
-	if _, sc, _ := c.call("bill_status", id); sc["state"] != "cancelled" {
+	if _, sc, _ := c.Call("bill_status", id); sc["state"] != "cancelled" {
 		t.Errorf("after cancel: %v", sc)
 	}
 }
@@ -224,23 +226,23 @@ func TestSendFromGo(t *testing.T) {
 	c, g, _ := hostWithGate(t)
 	ctx := context.Background()
 	id := map[string]any{"bill_id": "b-9"}
-	c.call("bill_status", id) // the session sees b-9
-	c.drain()
+	c.Call("bill_status", id) // the session sees b-9
+	c.Drain()
 	st, err := g.Instances().Send(ctx, "bill", "b-9", interp.Event{Type: "APPROVE"})
 	if err != nil || st.Value != "approved" || st.Version != 1 {
 		t.Fatalf("Send: %+v, %v", st, err)
 	}
-	c.awaitChanged()
-	if _, ok := c.tools()["discharge"]; !ok {
-		t.Errorf("discharge not listed after a Send: %v", names(c.tools()))
+	c.AwaitChanged()
+	if _, ok := c.Tools()["discharge"]; !ok {
+		t.Errorf("discharge not listed after a Send: %v", mcptest.Names(c.Tools()))
 	}
-	if _, err := g.Instances().Send(ctx, "bill", "b-9", interp.Event{Type: "APPROVE"}); !errors.Is(err, gate.ErrRejected) {
+	if _, err := g.Instances().Send(ctx, "bill", "b-9", interp.Event{Type: "APPROVE"}); !errors.Is(err, workflow.ErrRejected) {
 		t.Errorf("an event the instance does not take: %v", err)
 	}
-	if _, err := g.Instances().Send(ctx, "nope", "b-9", interp.Event{Type: "APPROVE"}); !errors.Is(err, gate.ErrUnknownWorkflow) {
+	if _, err := g.Instances().Send(ctx, "nope", "b-9", interp.Event{Type: "APPROVE"}); !errors.Is(err, workflow.ErrUnknownWorkflow) {
 		t.Errorf("an unknown workflow: %v", err)
 	}
-	if _, err := g.Instances().Send(ctx, "bill", "a\x00b", interp.Event{Type: "APPROVE"}); !errors.Is(err, gate.ErrBadHandle) {
+	if _, err := g.Instances().Send(ctx, "bill", "a\x00b", interp.Event{Type: "APPROVE"}); !errors.Is(err, workflow.ErrBadHandle) {
 		t.Errorf("a bad handle: %v", err)
 	}
 	st, err = g.Instances().Snapshot(ctx, "bill", "b-9")
@@ -248,7 +250,7 @@ func TestSendFromGo(t *testing.T) {
 		t.Errorf("Snapshot: %+v, %v", st, err)
 	}
 	trail, _ := g.Instances().Store().Audit(ctx, store.Key{Machine: "bill", Handle: "b-9"}, 0)
-	if len(trail) != 1 || trail[0].Tool != gate.SendTool {
+	if len(trail) != 1 || trail[0].Tool != workflow.SendTool {
 		t.Errorf("audit trail %+v", trail)
 	}
 }

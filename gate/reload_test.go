@@ -14,7 +14,10 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/internal/mcptest"
+	"github.com/stategate/stategate/internal/watch"
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/workflow"
 	"github.com/stategate/stategate/xstate"
 	"github.com/stategate/stategate/xstate/js"
 )
@@ -26,13 +29,21 @@ func serveDir(t *testing.T, dir string) (url string) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	g := gate.New(gate.Options{Store: store.NewMemory(), Logger: log})
-	lib := gate.NewLibrary(g, &xstate.Loader{Modules: &js.Host{}}, dir, "")
-	if err := lib.Reload(); err != nil {
+	lib := workflow.NewLibrary(workflow.LibraryOptions{Dir: dir, Loader: &xstate.Loader{Modules: &js.Host{}}, Logger: log, Serve: g.Reloaded})
+	w, err := watch.NewTree(dir, 0, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lib.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go lib.Watch(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Run(ctx, func() { _ = lib.Reload(ctx) })
+	}()
+	t.Cleanup(func() { cancel(); <-done; w.Close() })
 	srv := httptest.NewServer(g.HTTPHandler(gate.HTTPOptions{}))
 	t.Cleanup(srv.Close)
 	return srv.URL + "/mcp"
@@ -51,7 +62,7 @@ func atomicSave(t *testing.T, path, content string) {
 }
 
 // serveLamp serves a folder holding lampV1, watched, and connects to it.
-func serveLamp(t *testing.T) (dir, lamp string, c *mcpClient) {
+func serveLamp(t *testing.T) (dir, lamp string, c *mcptest.Client) {
 	t.Helper()
 	dir = t.TempDir()
 	lamp = filepath.Join(dir, "lamp.json")
@@ -63,30 +74,30 @@ func serveLamp(t *testing.T) (dir, lamp string, c *mcpClient) {
 
 func TestHotReload(t *testing.T) {
 	dir, lamp, c := serveLamp(t)
-	if _, ok := c.tools()["lamp_on"]; !ok {
+	if _, ok := c.Tools()["lamp_on"]; !ok {
 		t.Fatal("lamp_on not listed")
 	}
 
 	// An atomic save that adds an event: the tool appears.
-	c.drain()
+	c.Drain()
 	start := time.Now()
 	atomicSave(t, lamp, strings.Replace(lampV1, `{"ON":"on"}`, `{"ON":"on","DIM":"on"}`, 1))
-	c.awaitChanged()
+	c.AwaitChanged()
 	t.Logf("atomic save to list_changed: %v", time.Since(start))
-	c.awaitTools("lamp_dim", func(m map[string]mcp.Tool) bool { _, ok := m["lamp_dim"]; return ok })
+	c.AwaitTools("lamp_dim", func(m map[string]mcp.Tool) bool { _, ok := m["lamp_dim"]; return ok })
 
 	// A save that changes no tool tells nobody.
-	c.drain()
+	c.Drain()
 	atomicSave(t, lamp, strings.Replace(lampV1, `{"ON":"on"}`, `{ "ON": "on", "DIM": "on" }`, 1))
-	c.noChange()
+	c.NoChange()
 
 	// An in-place write (no rename) is picked up too.
 	if err := os.WriteFile(lamp, []byte(strings.Replace(lampV1, `{"ON":"on"}`, `{"ON":"on","DIM":"on","BLINK":"on"}`, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c.awaitTools("lamp_blink", func(m map[string]mcp.Tool) bool { _, ok := m["lamp_blink"]; return ok })
+	c.AwaitTools("lamp_blink", func(m map[string]mcp.Tool) bool { _, ok := m["lamp_blink"]; return ok })
 	atomicSave(t, lamp, strings.Replace(lampV1, `{"ON":"on"}`, `{"ON":"on","DIM":"on"}`, 1))
-	c.awaitTools("no lamp_blink", func(m map[string]mcp.Tool) bool { _, ok := m["lamp_blink"]; return !ok })
+	c.AwaitTools("no lamp_blink", func(m map[string]mcp.Tool) bool { _, ok := m["lamp_blink"]; return !ok })
 
 	// A broken file keeps the last good version serving; status says why.
 	if err := os.WriteFile(lamp, []byte(`{"id":"lamp","initial":"off","states":{"off":{"on":{"ON":"nowhere"}}}}`), 0o644); err != nil {
@@ -94,7 +105,7 @@ func TestHotReload(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		_, sc, _ := c.call("lamp_status", nil)
+		_, sc, _ := c.Call("lamp_status", nil)
 		if fe, _ := sc["fileError"].(string); strings.Contains(fe, "nowhere") {
 			break
 		}
@@ -103,7 +114,7 @@ func TestHotReload(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // polling the status tool: no signal to await
 	}
-	if _, ok := c.tools()["lamp_dim"]; !ok {
+	if _, ok := c.Tools()["lamp_dim"]; !ok {
 		t.Fatal("the broken file took the last good version away")
 	}
 
@@ -113,7 +124,7 @@ func TestHotReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	atomicSave(t, filepath.Join(sub, "fan.json"), `{"id":"fan","initial":"off","states":{"off":{"on":{"SPIN":"off"}}}}`)
-	c.awaitTools("fan_spin", func(m map[string]mcp.Tool) bool { _, ok := m["fan_spin"]; return ok })
+	c.AwaitTools("fan_spin", func(m map[string]mcp.Tool) bool { _, ok := m["fan_spin"]; return ok })
 
 	// A rename keeps serving it; a delete takes its tools away.
 	if err := os.Rename(filepath.Join(sub, "fan.json"), filepath.Join(sub, "fan2.json")); err != nil {
@@ -122,24 +133,24 @@ func TestHotReload(t *testing.T) {
 	if err := os.Remove(filepath.Join(sub, "fan2.json")); err != nil {
 		t.Fatal(err)
 	}
-	c.awaitTools("no fan_spin", func(m map[string]mcp.Tool) bool { _, ok := m["fan_spin"]; return !ok })
+	c.AwaitTools("no fan_spin", func(m map[string]mcp.Tool) bool { _, ok := m["fan_spin"]; return !ok })
 }
 
 func TestReloadMigratesRemovedStates(t *testing.T) {
 	_, lamp, c := serveLamp(t)
-	c.call("lamp_on", nil)
+	c.Call("lamp_on", nil)
 	// The new version has no state "on": the instance moves to the
 	// initial state, and keeps working.
 	atomicSave(t, lamp, `{"id":"lamp","initial":"off","states":{"off":{"on":{"LIGHT":"lit"}},"lit":{"on":{"OFF":"off"}}}}`)
-	sc := c.awaitState("lamp_status", "off")
+	sc := c.AwaitState("lamp_status", "off")
 	if m, _ := sc["migrated"].(map[string]any); m == nil || m["from"] != "on" || m["to"] != "off" {
 		t.Fatalf("status does not report the migration: %v", sc)
 	}
-	if _, sc, isErr := c.call("lamp_light", nil); isErr || sc["state"] != "lit" {
+	if _, sc, isErr := c.Call("lamp_light", nil); isErr || sc["state"] != "lit" {
 		t.Fatalf("light: %v %v", isErr, sc)
 	}
 	// The migration is in the audit trail, with the next transition.
-	_, sc, _ = c.call("lamp_status", nil)
+	_, sc, _ = c.Call("lamp_status", nil)
 	recent, _ := sc["recent"].([]any)
 	last, _ := recent[len(recent)-1].(map[string]any)
 	if m, _ := last["migrated"].(map[string]any); last["tool"] != "lamp_light" || m == nil || m["from"] != "on" {
@@ -159,14 +170,14 @@ import { EXTRA } from './names';
 export default createMachine({ id: 'door', initial: 'shut', states: {
   shut: { on: { OPEN: 'open', [EXTRA]: 'shut' } }, open: { on: { CLOSE: 'shut' } } } });`)
 	c := connect(t, serveDir(t, dir))
-	if _, ok := c.tools()["door_knock"]; !ok {
-		t.Fatalf("door_knock not listed: %v", names(c.tools()))
+	if _, ok := c.Tools()["door_knock"]; !ok {
+		t.Fatalf("door_knock not listed: %v", mcptest.Names(c.Tools()))
 	}
-	if _, sc, _ := c.call("door_status", nil); sc["fileError"] != nil {
+	if _, sc, _ := c.Call("door_status", nil); sc["fileError"] != nil {
 		t.Fatalf("a file error with a helper module beside the machine: %v", sc["fileError"])
 	}
 	atomicSave(t, helper, `export const EXTRA: string = 'RING';`)
-	c.awaitTools("door_ring", func(m map[string]mcp.Tool) bool {
+	c.AwaitTools("door_ring", func(m map[string]mcp.Tool) bool {
 		_, ring := m["door_ring"]
 		_, knock := m["door_knock"]
 		return ring && !knock
@@ -187,12 +198,12 @@ import config from './door.json';
 export default setup({ actions: { count: assign({ n: ({ context }) => (context.n ?? 0) + 1 }) } })
   .createMachine({ ...(config as any), context: { n: 0 } });`)
 	c := connect(t, serveDir(t, dir))
-	_, sc, isErr := c.call("door_open", nil)
+	_, sc, isErr := c.Call("door_open", nil)
 	if ctx, _ := sc["context"].(map[string]any); isErr || sc["state"] != "open" || ctx["n"] != 1.0 {
 		t.Fatalf("open (the module's machine, with its action): %v %v", isErr, sc)
 	}
 	atomicSave(t, config, strings.Replace(v1, `"CLOSE":"shut"`, `"CLOSE":"shut","SLAM":"shut"`, 1))
-	c.awaitTools("door_slam", func(m map[string]mcp.Tool) bool { _, ok := m["door_slam"]; return ok })
+	c.AwaitTools("door_slam", func(m map[string]mcp.Tool) bool { _, ok := m["door_slam"]; return ok })
 }
 
 // TestCopiedMachineDoesNotStopTheOthers drops a copy of a served machine
@@ -200,19 +211,19 @@ export default setup({ actions: { count: assign({ n: ({ context }) => (context.n
 // keeps serving, the copy is rejected, and other changes still apply.
 func TestCopiedMachineDoesNotStopTheOthers(t *testing.T) {
 	dir, lamp, c := serveLamp(t)
-	c.call("lamp_on", nil)
+	c.Call("lamp_on", nil)
 	atomicSave(t, filepath.Join(dir, "lamp-copy.json"), strings.Replace(lampV1, `{"ON":"on"}`, `{"ON":"on","DIM":"on"}`, 1))
 	atomicSave(t, filepath.Join(dir, "fan.json"), `{"id":"fan","initial":"off","states":{"off":{"on":{"SPIN":"off"}}}}`)
-	c.awaitTools("fan_spin", func(m map[string]mcp.Tool) bool { _, ok := m["fan_spin"]; return ok })
-	if _, ok := c.tools()["lamp_dim"]; ok {
+	c.AwaitTools("fan_spin", func(m map[string]mcp.Tool) bool { _, ok := m["fan_spin"]; return ok })
+	if _, ok := c.Tools()["lamp_dim"]; ok {
 		t.Fatal("the copy's tools are served")
 	}
-	if _, sc, isErr := c.call("lamp_off", nil); isErr || sc["state"] != "off" {
+	if _, sc, isErr := c.Call("lamp_off", nil); isErr || sc["state"] != "off" {
 		t.Fatalf("the original: %v %v", isErr, sc)
 	}
 	// Editing the original still reloads it.
 	atomicSave(t, lamp, strings.Replace(lampV1, `{"ON":"on"}`, `{"ON":"on","BLINK":"on"}`, 1))
-	c.awaitTools("lamp_blink", func(m map[string]mcp.Tool) bool { _, ok := m["lamp_blink"]; return ok })
+	c.AwaitTools("lamp_blink", func(m map[string]mcp.Tool) bool { _, ok := m["lamp_blink"]; return ok })
 }
 
 // TestCopiedMachineAtStart starts on a folder holding a machine file and a
@@ -227,11 +238,11 @@ func TestCopiedMachineAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := connect(t, serveDir(t, dir))
-	tools := c.tools()
+	tools := c.Tools()
 	if _, ok := tools["lamp_on"]; !ok {
-		t.Fatalf("lamp not served: %v", names(tools))
+		t.Fatalf("lamp not served: %v", mcptest.Names(tools))
 	}
 	if _, ok := tools["lamp_dim"]; ok {
-		t.Fatalf("the newer copy is served: %v", names(tools))
+		t.Fatalf("the newer copy is served: %v", mcptest.Names(tools))
 	}
 }

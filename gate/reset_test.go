@@ -7,7 +7,9 @@ import (
 	"testing"
 
 	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/internal/mcptest"
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/workflow"
 	"github.com/stategate/stategate/xstate"
 	"github.com/stategate/stategate/xstate/js"
 )
@@ -26,9 +28,9 @@ func TestResetStartsAfresh(t *testing.T) {
 				st = openBadger(t, t.TempDir())
 				defer st.Close()
 			}
-			serve := func() *mcpClient {
+			serve := func() *mcptest.Client {
 				g := gate.New(gate.Options{Store: st, Logger: quietLog(), SharedInstance: "d1"})
-				if err := gate.NewLibrary(g, &xstate.Loader{Modules: &js.Host{}}, dir, "").Reload(); err != nil {
+				if err := workflow.NewLibrary(workflow.LibraryOptions{Dir: dir, Loader: &xstate.Loader{Modules: &js.Host{}}, Logger: quietLog(), Serve: g.Reloaded}).Reload(context.Background()); err != nil {
 					t.Fatal(err)
 				}
 				srv := httptest.NewServer(g.HTTPHandler(gate.HTTPOptions{}))
@@ -36,9 +38,9 @@ func TestResetStartsAfresh(t *testing.T) {
 				return connect(t, srv.URL+"/mcp")
 			}
 			c := serve()
-			c.call("door_open", nil)
-			c.call("door_close", nil)
-			if _, sc, isErr := c.call("door_open", nil); isErr || sc["state"] != "open" {
+			c.Call("door_open", nil)
+			c.Call("door_close", nil)
+			if _, sc, isErr := c.Call("door_open", nil); isErr || sc["state"] != "open" {
 				t.Fatalf("open: %v %v", isErr, sc)
 			}
 			c.Close()
@@ -58,10 +60,10 @@ func TestResetStartsAfresh(t *testing.T) {
 			}
 
 			c = serve() // a new server: nothing cached
-			if _, sc, _ := c.call("door_status", nil); sc["state"] != "closed" {
+			if _, sc, _ := c.Call("door_status", nil); sc["state"] != "closed" {
 				t.Fatalf("status after the reset: %v", sc)
 			}
-			if _, sc, isErr := c.call("door_open", nil); isErr || sc["state"] != "open" {
+			if _, sc, isErr := c.Call("door_open", nil); isErr || sc["state"] != "open" {
 				t.Fatalf("open after the reset: %v %v", isErr, sc)
 			}
 			if _, v, _ := st.Load(ctx, k); v != 5 {

@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/workflow"
 )
 
 // session is what the gate knows of an MCP session.
@@ -25,6 +26,12 @@ type session struct {
 	// the session saw.
 	notified  atomic.Bool
 	streaming atomic.Bool // notifications reach the client as they are sent
+	// answered is set on a session of the gate's own HTTP endpoint,
+	// whose answers the gate writes list_changed into itself (see
+	// tellListChanged); pending is set while one waits for its next
+	// request.
+	answered atomic.Bool
+	pending  atomic.Bool
 	// modern is set once the session made a request of revision
 	// 2026-07-28 (stdio): its tool list depends on no instance, and it is
 	// told only when that list changes (see serve).
@@ -60,16 +67,25 @@ func (g *Gate) newSession(id string) *session {
 // that writes notifications as they are sent (stdio).
 type streamingKey struct{}
 
+// sessionByID returns the session of an id, nil when none.
+func (g *Gate) sessionByID(id string) *session {
+	g.sessMu.Lock()
+	defer g.sessMu.Unlock()
+	return g.sessions[id]
+}
+
 // setStreaming records whether a session has a stream that takes its
 // notifications as they are sent (an HTTP GET stream).
 func (g *Gate) setStreaming(id string, on bool) {
-	g.sessMu.Lock()
-	s := g.sessions[id]
-	g.sessMu.Unlock()
-	if s != nil {
-		s.streaming.Store(on)
-		if on {
-			s.notified.Store(false)
+	s := g.sessionByID(id)
+	if s == nil {
+		return
+	}
+	s.streaming.Store(on)
+	if on {
+		s.notified.Store(false)
+		if s.pending.Swap(false) {
+			g.sendListChanged(s) // it waited for a request; the stream takes it now
 		}
 	}
 }
@@ -86,6 +102,7 @@ func (g *Gate) sessionName(id string) string {
 func (g *Gate) addSession(ctx context.Context, id string) {
 	s := g.newSession(id)
 	s.streaming.Store(ctx.Value(streamingKey{}) != nil)
+	s.answered.Store(answerOf(ctx) != nil)
 	s.last = g.shownTo(ctx, s)
 	g.sessMu.Lock()
 	if _, exists := g.sessions[id]; !exists {
@@ -112,7 +129,7 @@ func (g *Gate) dropSession(id string) {
 
 // useHandle makes a session see an instance of a handle-key machine; it
 // reports whether that is a change.
-func (g *Gate) useHandle(s *session, m *Workflow, h string) bool {
+func (g *Gate) useHandle(s *session, m *workflow.Workflow, h string) bool {
 	g.sessMu.Lock()
 	defer g.sessMu.Unlock()
 	s.mu.Lock()
@@ -146,13 +163,13 @@ func (g *Gate) unview(s *session, key store.Key) {
 }
 
 // sessionsSeeing returns the sessions that see an instance.
-func (g *Gate) sessionsSeeing(m *Workflow, handle string) []*session {
+func (g *Gate) sessionsSeeing(m *workflow.Workflow, handle string) []*session {
 	g.sessMu.Lock()
 	defer g.sessMu.Unlock()
 	switch {
 	case m.HandleKey != "":
-		out := make([]*session, 0, len(g.viewers[instanceKey(m, handle)]))
-		for s := range g.viewers[instanceKey(m, handle)] {
+		out := make([]*session, 0, len(g.viewers[store.Key{Machine: m.ID, Handle: handle}]))
+		for s := range g.viewers[store.Key{Machine: m.ID, Handle: handle}] {
 			out = append(out, s)
 		}
 		return out
@@ -184,7 +201,7 @@ func (g *Gate) allSessions() []*session {
 // instanceOf returns the handle of the instance a session sees of a
 // machine: for a machine with a handle key, the one it used last ("" when
 // none: it sees the initial state); else its own, or the shared one.
-func (g *Gate) instanceOf(s *session, m *Workflow) string {
+func (g *Gate) instanceOf(s *session, m *workflow.Workflow) string {
 	if m.HandleKey != "" {
 		if s == nil {
 			return ""

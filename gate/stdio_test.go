@@ -10,6 +10,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/stategate/stategate/internal/mcptest"
 )
 
 // buildBinary builds cmd/stategate once per test run.
@@ -46,24 +47,24 @@ func TestStdio(t *testing.T) {
 	if _, err := c.Initialize(ctx, init); err != nil {
 		t.Fatal(err)
 	}
-	tools := mc.tools()
+	tools := mc.Tools()
 	if _, ok := tools["invoice_submit"]; !ok {
-		t.Fatalf("tools: %v", names(tools))
+		t.Fatalf("tools: %v", mcptest.Names(tools))
 	}
-	text, _, isErr := mc.call("invoice_approve", nil)
+	text, _, isErr := mc.Call("invoice_approve", nil)
 	if !isErr || !strings.HasPrefix(text, "FORBIDDEN") {
 		t.Fatalf("approve in draft: %v %q", isErr, text)
 	}
-	_, sc, isErr := mc.call("invoice_add_line", map[string]any{"description": "Consulting", "amount": 1200})
+	_, sc, isErr := mc.Call("invoice_add_line", map[string]any{"description": "Consulting", "amount": 1200})
 	if isErr || sc["state"] != "draft" {
 		t.Fatalf("add line: %v %v", isErr, sc)
 	}
-	_, sc, isErr = mc.call("invoice_submit", nil)
+	_, sc, isErr = mc.Call("invoice_submit", nil)
 	if isErr || sc["state"] != "review" {
 		t.Fatalf("submit: %v %v", isErr, sc)
 	}
-	mc.awaitChanged()
-	if _, ok := mc.tools()["invoice_approve"]; !ok {
+	mc.AwaitChanged()
+	if _, ok := mc.Tools()["invoice_approve"]; !ok {
 		t.Fatal("invoice_approve not listed in review")
 	}
 }
@@ -73,14 +74,14 @@ func TestStdio(t *testing.T) {
 func TestStdioRestartResumes(t *testing.T) {
 	start := stdioServer(t, "--data", t.TempDir())
 	a := start()
-	a.call("invoice_add_line", map[string]any{"description": "Audit", "amount": 800})
-	a.call("invoice_submit", nil)
+	a.Call("invoice_add_line", map[string]any{"description": "Audit", "amount": 800})
+	a.Call("invoice_submit", nil)
 	if err := a.Close(); err != nil { // closes stdin: the server shuts down
 		t.Fatal(err)
 	}
 	b := start()
 	defer b.Close()
-	_, sc, isErr := b.call("invoice_status", nil)
+	_, sc, isErr := b.Call("invoice_status", nil)
 	ctx, _ := sc["context"].(map[string]any)
 	if isErr || sc["state"] != "review" || ctx["total"] != 800.0 {
 		t.Fatalf("after a restart: %v %v", isErr, sc)
@@ -94,7 +95,7 @@ func TestStdioMemoryForgets(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "unused")
 	start := stdioServer(t, "--memory", "--data", data)
 	a := start()
-	if _, sc, isErr := a.call("invoice_submit", nil); isErr || sc["state"] != "review" {
+	if _, sc, isErr := a.Call("invoice_submit", nil); isErr || sc["state"] != "review" {
 		t.Fatalf("submit: %v %v", isErr, sc)
 	}
 	if err := a.Close(); err != nil {
@@ -105,7 +106,7 @@ func TestStdioMemoryForgets(t *testing.T) {
 	}
 	b := start()
 	defer b.Close()
-	if _, sc, isErr := b.call("invoice_status", nil); isErr || sc["state"] != "draft" {
+	if _, sc, isErr := b.Call("invoice_status", nil); isErr || sc["state"] != "draft" {
 		t.Fatalf("after a restart with --memory: %v %v", isErr, sc)
 	}
 }
@@ -114,21 +115,12 @@ func TestStdioMemoryForgets(t *testing.T) {
 // an MCP client would (serve on the bundled machines, with flags, and only
 // PATH and HOME in its environment) and initializes a session; the
 // server's state lives as the flags say, across starts.
-func stdioServer(t *testing.T, flags ...string) func() *mcpClient {
+func stdioServer(t *testing.T, flags ...string) func() *mcptest.Client {
 	bin := buildBinary(t)
 	machines, _ := filepath.Abs(filepath.Join("..", "machines"))
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
 	args := append([]string{"serve", "--machines", machines}, flags...)
-	return func() *mcpClient {
-		c, err := client.NewStdioMCPClient(bin, env, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		init := mcp.InitializeRequest{}
-		init.Params.ProtocolVersion = mcp.ProtocolVersion20251125
-		if _, err := c.Initialize(context.Background(), init); err != nil {
-			t.Fatal(err)
-		}
-		return &mcpClient{Client: c, t: t, changed: make(chan struct{}, 10)}
+	return func() *mcptest.Client {
+		return mcptest.Stdio(t, bin, env, args, mcptest.Options{})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stategate/stategate/internal/mcptest"
 	"github.com/stategate/stategate/store"
 )
 
@@ -46,7 +47,7 @@ const door = `{"id":"door","initial":"closed","states":{
   "closed":{"on":{"OPEN":"open"}},
   "open":{"on":{"CLOSE":"closed"}}}}`
 
-func serveFlaky(t *testing.T) (*mcpClient, *flakyStore) {
+func serveFlaky(t *testing.T) (*mcptest.Client, *flakyStore) {
 	t.Helper()
 	dir := filepath.Dir(writeMachine(t, "door.json", door))
 	st := &flakyStore{Store: store.NewMemory(), last: map[store.Key]store.Record{}}
@@ -58,17 +59,17 @@ func serveFlaky(t *testing.T) (*mcpClient, *flakyStore) {
 func TestFailedSaveKeepsTheState(t *testing.T) {
 	c, st := serveFlaky(t)
 	st.fail = errors.New("disk gone")
-	text, _, isErr := c.call("door_open", nil)
+	text, _, isErr := c.Call("door_open", nil)
 	if !isErr || !strings.Contains(text, "cannot be stored") || !strings.Contains(text, "disk gone") {
 		t.Fatalf("open with a failing store: %v %q", isErr, text)
 	}
-	if _, sc, _ := c.call("door_status", nil); sc["state"] != "closed" {
+	if _, sc, _ := c.Call("door_status", nil); sc["state"] != "closed" {
 		t.Fatalf("after the failed save: %v", sc)
 	}
-	if _, ok := c.tools()["door_open"]; !ok {
-		t.Fatalf("door_open not listed after the failed save: %v", names(c.tools()))
+	if _, ok := c.Tools()["door_open"]; !ok {
+		t.Fatalf("door_open not listed after the failed save: %v", mcptest.Names(c.Tools()))
 	}
-	if _, sc, isErr := c.call("door_open", nil); isErr || sc["state"] != "open" {
+	if _, sc, isErr := c.Call("door_open", nil); isErr || sc["state"] != "open" {
 		t.Fatalf("open again: %v %v", isErr, sc)
 	}
 }
@@ -90,7 +91,7 @@ func TestStoreFailuresSayWhatToDo(t *testing.T) {
 		st.mu.Lock()
 		st.fail = tc.err
 		st.mu.Unlock()
-		text, sc, isErr := c.call("door_open", nil)
+		text, sc, isErr := c.Call("door_open", nil)
 		if !isErr || sc["error"] != tc.code || !strings.Contains(text, tc.want) {
 			t.Errorf("%v: %v %q", tc.err, sc, text)
 		}
@@ -105,20 +106,20 @@ func TestStoreFailuresSayWhatToDo(t *testing.T) {
 // on what the other writer stored, rather than overwriting it.
 func TestConflictingWriteIsNotOverwritten(t *testing.T) {
 	c, st := serveFlaky(t)
-	c.call("door_open", nil)
-	c.call("door_close", nil)
+	c.Call("door_open", nil)
+	c.Call("door_close", nil)
 	var closed store.Record
 	for _, rec := range st.last {
 		closed = rec // the instance's record as the door was closed
 	}
-	c.call("door_open", nil) // version 3
+	c.Call("door_open", nil) // version 3
 	st.before = func(k store.Key, v uint64) {
 		// The other writer closes the door.
 		if _, err := st.Store.Save(context.Background(), k, closed, v); err != nil {
 			t.Errorf("the other writer's save: %v", err)
 		}
 	}
-	text, sc, isErr := c.call("door_close", nil)
+	text, sc, isErr := c.Call("door_close", nil)
 	if !isErr || !strings.HasPrefix(text, "FORBIDDEN") || sc["state"] != "closed" {
 		t.Fatalf("close of a door another writer closed: %v %q %v", isErr, text, sc)
 	}
@@ -127,7 +128,7 @@ func TestConflictingWriteIsNotOverwritten(t *testing.T) {
 			t.Fatalf("stored version %d, %v; want 4 (the other writer's)", v, err)
 		}
 	}
-	if _, sc, isErr := c.call("door_open", nil); isErr || sc["state"] != "open" {
+	if _, sc, isErr := c.Call("door_open", nil); isErr || sc["state"] != "open" {
 		t.Fatalf("open after the conflict: %v %v", isErr, sc)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stategate/stategate/gate"
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/workflow"
 	"github.com/stategate/stategate/xstate"
 	"github.com/stategate/stategate/xstate/js"
 )
@@ -32,8 +33,8 @@ func serveStore(t *testing.T, dir string, st store.Store) (url string) {
 func serveLogged(t *testing.T, dir string, st store.Store, log *slog.Logger) (url string) {
 	t.Helper()
 	g := gate.New(gate.Options{Store: st, Logger: log})
-	lib := gate.NewLibrary(g, &xstate.Loader{Modules: &js.Host{}}, dir, "")
-	if err := lib.Reload(); err != nil {
+	lib := workflow.NewLibrary(workflow.LibraryOptions{Dir: dir, Loader: &xstate.Loader{Modules: &js.Host{}}, Logger: log, Serve: g.Reloaded})
+	if err := lib.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -50,11 +51,11 @@ func TestTimerFiresInARunningServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := connect(t, serveStore(t, dir, store.NewMemory()))
-	_, sc, _ := c.call("kettle_boil", nil)
+	_, sc, _ := c.Call("kettle_boil", nil)
 	if sc["state"] != "heating" {
 		t.Fatalf("boil: %v", sc)
 	}
-	sc = c.awaitState("kettle_status", "hot") // the after timer moved the kettle
+	sc = c.AwaitState("kettle_status", "hot") // the after timer moved the kettle
 	if recent, _ := sc["recent"].([]any); len(recent) != 2 {
 		t.Fatalf("audit trail: %v", sc["recent"])
 	}
@@ -77,13 +78,13 @@ func TestOverdueTimerFiresAfterRestart(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	// A server with no timers running takes the call and goes down.
 	g := gate.New(gate.Options{Store: st, Logger: log, SharedInstance: "k1"})
-	lib := gate.NewLibrary(g, &xstate.Loader{Modules: &js.Host{}}, dir, "")
-	if err := lib.Reload(); err != nil {
+	lib := workflow.NewLibrary(workflow.LibraryOptions{Dir: dir, Loader: &xstate.Loader{Modules: &js.Host{}}, Logger: log, Serve: g.Reloaded})
+	if err := lib.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(g.HTTPHandler(gate.HTTPOptions{}))
 	c := connect(t, srv.URL+"/mcp")
-	c.call("kettle_boil", nil)
+	c.Call("kettle_boil", nil)
 	c.Close()
 	srv.Close()
 	st.Close()
@@ -119,14 +120,14 @@ func TestHTTPRestartKeepsState(t *testing.T) {
 	st := open()
 	log := quietLog()
 	g := gate.New(gate.Options{Store: st, Logger: log})
-	if err := gate.NewLibrary(g, &xstate.Loader{Modules: &js.Host{}}, dir, "").Reload(); err != nil {
+	if err := workflow.NewLibrary(workflow.LibraryOptions{Dir: dir, Loader: &xstate.Loader{Modules: &js.Host{}}, Logger: log, Serve: g.Reloaded}).Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(g.HTTPHandler(gate.HTTPOptions{}))
 	c := connect(t, srv.URL+"/mcp")
-	c.call("order_add", map[string]any{"order_id": "A1"})
-	c.call("order_add", map[string]any{"order_id": "A1"})
-	c.call("order_close", map[string]any{"order_id": "A1"})
+	c.Call("order_add", map[string]any{"order_id": "A1"})
+	c.Call("order_add", map[string]any{"order_id": "A1"})
+	c.Call("order_close", map[string]any{"order_id": "A1"})
 	c.Close()
 	srv.Close()
 	st.Close()
@@ -134,7 +135,7 @@ func TestHTTPRestartKeepsState(t *testing.T) {
 	st = open()
 	t.Cleanup(func() { st.Close() })
 	c2 := connect(t, serveStore(t, dir, st))
-	_, sc, _ := c2.call("order_status", map[string]any{"order_id": "A1"})
+	_, sc, _ := c2.Call("order_status", map[string]any{"order_id": "A1"})
 	if sc["state"] != "closed" || sc["context"].(map[string]any)["items"] != 2.0 {
 		t.Fatalf("after a restart: %v", sc)
 	}
@@ -171,7 +172,7 @@ export default createMachine({ id: 'fuse', initial: 'idle', states: {
 	dir := filepath.Dir(writeMachine(t, "fuse.mjs", src))
 	logs := make(logSignal, 16)
 	c := connect(t, serveLogged(t, dir, store.NewMemory(), slog.New(logs)))
-	if _, sc, _ := c.call("fuse_arm", nil); sc["state"] != "armed" {
+	if _, sc, _ := c.Call("fuse_arm", nil); sc["state"] != "armed" {
 		t.Fatalf("arm: %v", sc)
 	}
 	failed := false
@@ -186,11 +187,11 @@ export default createMachine({ id: 'fuse', initial: 'idle', states: {
 	if !failed {
 		t.Fatal("the timer fired without its step failing")
 	}
-	_, sc, _ := c.call("fuse_status", nil)
+	_, sc, _ := c.Call("fuse_status", nil)
 	if sc["state"] != "armed" || sc["status"] != "active" || sc["timers"] != nil {
 		t.Fatalf("after the failed timer: %v", sc)
 	}
-	if _, sc, isErr := c.call("fuse_disarm", nil); isErr || sc["state"] != "idle" {
+	if _, sc, isErr := c.Call("fuse_disarm", nil); isErr || sc["state"] != "idle" {
 		t.Fatalf("disarm: %v %v", isErr, sc)
 	}
 }
@@ -208,15 +209,15 @@ export default createMachine({ id: 'job', initial: 'idle', context: { result: nu
   finished: { on: { ARCHIVE: 'idle' } } } });`
 	dir := filepath.Dir(writeMachine(t, "job.mjs", src))
 	c := connect(t, serveStore(t, dir, store.NewMemory()))
-	if _, sc, _ := c.call("job_start", nil); sc["state"] != "running" {
+	if _, sc, _ := c.Call("job_start", nil); sc["state"] != "running" {
 		t.Fatalf("start: %v", sc)
 	}
-	_, sc, _ := c.call("job_status", nil)
+	_, sc, _ := c.Call("job_status", nil)
 	timers, _ := sc["timers"].([]any)
 	if len(timers) != 1 {
 		t.Fatalf("stored timers: %v", sc["timers"])
 	}
-	sc = c.awaitState("job_status", "finished")
+	sc = c.AwaitState("job_status", "finished")
 	if r, _ := sc["context"].(map[string]any)["result"].(map[string]any); r["waited"] != true {
 		t.Fatalf("the child's output: %v", sc["context"])
 	}
@@ -234,14 +235,14 @@ export default createMachine({ id: 'probe', initial: 'idle', states: {
   answered: { on: { AGAIN: 'waiting' } } } });`
 	dir := filepath.Dir(writeMachine(t, "probe.mjs", src))
 	c := connect(t, serveStore(t, dir, store.NewMemory()))
-	if _, sc, _ := c.call("probe_start", nil); sc["state"] != "waiting" {
+	if _, sc, _ := c.Call("probe_start", nil); sc["state"] != "waiting" {
 		t.Fatalf("start: %v", sc)
 	}
-	_, sc, _ := c.call("probe_status", nil)
+	_, sc, _ := c.Call("probe_status", nil)
 	if timers, _ := sc["timers"].([]any); len(timers) != 1 || timers[0].(map[string]any)["to"] != "/w" {
 		t.Fatalf("stored timers: %v", sc["timers"])
 	}
-	c.awaitState("probe_status", "answered")
+	c.AwaitState("probe_status", "answered")
 }
 
 // openBadger opens a Badger store in dir for a test.

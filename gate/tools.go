@@ -1,11 +1,9 @@
 package gate
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -14,13 +12,15 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/stategate/stategate/workflow"
 )
 
 // toolRef is what a tool name stands for.
 type toolRef struct {
-	m    *Workflow
+	m    *workflow.Workflow
 	kind toolKind
-	tool *Tool // for event tools
+	tool *workflow.Tool // for event tools
 	// binding is a bound tool's.
 	binding *Binding
 	// full and compact are the tool as listed, outside and in the
@@ -28,7 +28,7 @@ type toolRef struct {
 	// 2026-07-28 (the same list for every caller: see modernTool).
 	full, compact, modern mcp.Tool
 	// state is a state tool's (an upstream tool its states list).
-	state *StateTool
+	state *workflow.StateTool
 	// server is a passed-through upstream tool's server.
 	server string
 	// keepHandle is set on an upstream tool that takes an argument of
@@ -61,10 +61,10 @@ const (
 
 // served is the machines a gate serves and their tools.
 type served struct {
-	machines map[string]*Workflow  // by id
-	sorted   []*Workflow           // the same, sorted by id
-	tools    map[string]*toolRef   // by tool name
-	bound    map[string][]*Binding // the bindings to each workflow, by its id
+	machines map[string]*workflow.Workflow // by id
+	sorted   []*workflow.Workflow          // the same, sorted by id
+	tools    map[string]*toolRef           // by tool name
+	bound    map[string][]*Binding         // the bindings to each workflow, by its id
 	// boundEvents are the events bound to tools (which have no event
 	// tool), by workflow id.
 	boundEvents map[string]map[string]bool
@@ -74,41 +74,19 @@ type served struct {
 	// static hashes the tool list of revision 2026-07-28 clients.
 	static string
 	// initial caches what a session that has no instance of a workflow
-	// sees, by *Workflow (views are computed for what is served).
+	// sees, by *workflow.Workflow (views are computed for what is served).
 	initial sync.Map
-}
-
-// ErrToolClash is returned by SetWorkflows when two workflows make tools of
-// one name.
-var ErrToolClash = errors.New("tool name clash")
-
-// SetWorkflows replaces the served machines. Tools of machines no longer
-// served are removed; sessions whose tool list changes are told.
-func (g *Gate) SetWorkflows(ms []*Workflow) error {
-	told, err := g.setWorkflows(ms)
-	if err != nil {
-		return err
-	}
-	g.refreshAfter(context.Background(), told)
-	return nil
-}
-
-// setWorkflows replaces what the gate serves; calls are serialized.
-func (g *Gate) setWorkflows(ms []*Workflow) (told bool, err error) {
-	g.setMu.Lock()
-	defer g.setMu.Unlock()
-	return g.serve(ms)
 }
 
 // serve makes the tools of workflows and of the bindings to them, and
 // serves them (under setMu). told reports that every client was told its
 // tool list changed (mcp-go does when tools are registered or removed).
-func (g *Gate) serve(ms []*Workflow) (told bool, err error) {
+func (g *Gate) serve(ms []*workflow.Workflow) (told bool, err error) {
 	tools := map[string]*toolRef{}
-	ids := map[string]*Workflow{}
+	ids := map[string]*workflow.Workflow{}
 	add := func(name string, ref toolRef) error {
 		if other, dup := tools[name]; dup {
-			return fmt.Errorf("%w: %s is a tool of %s and of %s", ErrToolClash, name, other.owner(), ref.owner())
+			return fmt.Errorf("%w: %s is a tool of %s and of %s", workflow.ErrToolClash, name, other.owner(), ref.owner())
 		}
 		if ref.kind != stateTool && ref.kind != passTool {
 			ref.full = g.mcpTool(name, ref, false)
@@ -153,7 +131,7 @@ func (g *Gate) serve(ms []*Workflow) (told bool, err error) {
 	bound := map[string][]*Binding{}
 	for _, m := range ms {
 		if other, dup := ids[m.ID]; dup {
-			return false, fmt.Errorf("%w: machine id %q is used by %s and %s", ErrToolClash, m.ID, other.File, m.File)
+			return false, fmt.Errorf("%w: machine id %q is used by %s and %s", workflow.ErrToolClash, m.ID, other.File, m.File)
 		}
 		ids[m.ID] = m
 		for _, t := range m.Tools {
@@ -207,14 +185,16 @@ func (g *Gate) serve(ms []*Workflow) (told bool, err error) {
 			return false, err
 		}
 	}
-	sorted := slices.SortedFunc(maps.Values(ids), func(a, b *Workflow) int { return strings.Compare(a.ID, b.ID) })
+	sorted := slices.SortedFunc(maps.Values(ids), func(a, b *workflow.Workflow) int { return strings.Compare(a.ID, b.ID) })
 	prev := g.served.Load().tools
 	// New tools are registered with the MCP server before the gate serves
 	// them, and old ones removed after, so that a call never finds a tool
 	// in one and not the other.
 	static := staticVersion(tools)
 	changed := g.registerTools(tools, prev)
-	g.inst.setWorkflows(ids)
+	if err := g.inst.SetWorkflows(sorted...); err != nil {
+		return false, err // the ids were checked above: not reached
+	}
 	old := g.served.Swap(&served{machines: ids, tools: tools, sorted: sorted, bound: bound, boundEvents: boundEvents, upstreams: us.version, static: static})
 	if g.unregisterTools(prev, tools) {
 		changed = true
@@ -256,7 +236,7 @@ func (g *Gate) registerTools(tools, prev map[string]*toolRef) bool {
 		if p := prev[name]; p != nil && p.kind == ref.kind && sameBinding(p.binding, ref.binding) && p.server == ref.server && srv.GetTool(name) != nil && sameTool(p.full, ref.full) {
 			continue
 		}
-		h := server.ToolHandlerFunc(g.handle)
+		h := server.ToolHandlerFunc(g.handleCall)
 		switch ref.kind {
 		case boundTool:
 			if h = ref.binding.handlerFor(srv); h == nil {
@@ -312,10 +292,10 @@ func (g *Gate) mcpTool(name string, ref toolRef, compact bool) mcp.Tool {
 		}
 	case statusTool:
 		desc = fmt.Sprintf("Show where the %s workflow is: its state, status, context, and the tools it allows now.", ref.m.ID)
-		schema, readOnly = ref.m.statusSchema(), true
+		schema, readOnly = ref.m.HandleSchema(), true
 	case resetTool:
 		desc = fmt.Sprintf("Start the %s workflow afresh: it is finished (done or failed) and takes no other step.", ref.m.ID)
-		schema = ref.m.statusSchema()
+		schema = ref.m.HandleSchema()
 	case startTool:
 		desc = fmt.Sprintf("Start a new instance of the %s workflow in its initial state: returns its handle (%s), which every other tool of %s takes to act on it.", ref.m.ID, ref.m.ModernHandleKey(), ref.m.ID)
 		schema = map[string]any{"type": "object"}

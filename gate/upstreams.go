@@ -16,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/stategate/stategate/upstream"
+	"github.com/stategate/stategate/workflow"
 )
 
 // Upstreams are the tools of other MCP servers that workflows gate: a
@@ -32,12 +33,17 @@ type Upstreams interface {
 	// Call calls a server's tool; upstream.ErrUnavailable when the server
 	// is down, upstream.ErrTimeout past its deadline.
 	Call(ctx context.Context, server string, req mcp.CallToolRequest) (*mcp.CallToolResult, error)
+	// Subscribe calls f after the tools of a server changed (it came up,
+	// restarted, went down, or said its list changed); the gate then
+	// serves the upstream tools anew. It returns a function that ends the
+	// subscription.
+	Subscribe(f func()) (cancel func())
 }
 
-// UpstreamsChanged serves the upstream tools anew: call it when an
-// upstream server's tools changed (it started, restarted, or said its
-// list changed). Sessions whose tool list changes are told.
-func (g *Gate) UpstreamsChanged() {
+// upstreamsChanged serves the upstream tools anew, after an upstream
+// server's tools changed (Upstreams.Subscribe). Sessions whose tool list
+// changes are told.
+func (g *Gate) upstreamsChanged() {
 	g.setMu.Lock()
 	told, err := g.serve(g.served.Load().sorted)
 	g.setMu.Unlock()
@@ -71,7 +77,7 @@ func (g *Gate) upstreamSet() upstreamSet {
 // tool returns an upstream tool's definition, false when the server is
 // not configured or has not listed it.
 func (us upstreamSet) tool(ref string) (mcp.Tool, bool) {
-	srv, name, _ := splitUpstream(ref)
+	srv, name, _ := workflow.SplitUpstream(ref)
 	for _, t := range us.servers[srv].Tools {
 		if t.Name == name {
 			return t, true
@@ -83,8 +89,8 @@ func (us upstreamSet) tool(ref string) (mcp.Tool, bool) {
 // warnMissing logs a workflow's upstream tool that a server which is up
 // does not have (one that is down, or not configured, answers
 // UPSTREAM_UNAVAILABLE; `stategate check --upstreams` reports both).
-func (us upstreamSet) warnMissing(g *Gate, m *Workflow, ref string) {
-	srv, name, _ := splitUpstream(ref)
+func (us upstreamSet) warnMissing(g *Gate, m *workflow.Workflow, ref string) {
+	srv, name, _ := workflow.SplitUpstream(ref)
 	if s, ok := us.servers[srv]; ok && s.Up {
 		g.log.Warn("upstream server has no such tool: its calls will fail", "machine", m.ID, "upstream", srv, "tool", name)
 	}
@@ -94,23 +100,23 @@ func (us upstreamSet) warnMissing(g *Gate, m *Workflow, ref string) {
 // tool as the upstream defines it, under the event tool's name, with
 // what the machine gives (the transition's description, meta.tool's
 // title, annotations, input schema) in place of the upstream's.
-func (g *Gate) boundUpstream(m *Workflow, t *Tool, us upstreamSet) *Binding {
+func (g *Gate) boundUpstream(m *workflow.Workflow, t *workflow.Tool, us upstreamSet) *Binding {
 	def, known := us.tool(t.Upstream)
 	if !known {
 		def = mcp.Tool{InputSchema: mcp.ToolInputSchema{Type: "object"}}
 		us.warnMissing(g, m, t.Upstream)
 	}
 	def.Name = t.Name
-	if t.described || !known {
+	if t.Given.Description || !known {
 		def.Description = t.Description
 	}
-	if t.titled {
+	if t.Given.Title {
 		def.Title = t.Title
 	}
-	if t.hinted {
+	if t.Given.Hints {
 		setHints(&def.Annotations, t.Hints)
 	}
-	if t.schemed {
+	if t.Given.Schema {
 		// The machine's schema, without the handle argument (listedTool
 		// adds it).
 		s := maps.Clone(t.Schema)
@@ -124,7 +130,7 @@ func (g *Gate) boundUpstream(m *Workflow, t *Tool, us upstreamSet) *Binding {
 		raw, _ := json.Marshal(s)
 		def.InputSchema, def.RawInputSchema = mcp.ToolInputSchema{}, raw
 	}
-	srv, name, _ := splitUpstream(t.Upstream)
+	srv, name, _ := workflow.SplitUpstream(t.Upstream)
 	b := &Binding{g: g, name: t.Name, tool: &def, workflow: m.ID, event: t.Event, errorEvent: t.OnError, fromMachine: true, upstream: t.Upstream}
 	b.handler = g.forward(srv, name, m.HandleKey, takesArg(def, m.HandleKey), t, def)
 	return b
@@ -154,7 +160,7 @@ func takesArg(t mcp.Tool, name string) bool {
 // to the caller. A call that cannot reach the server, or does not end in
 // time, is an error result naming the server. t, when set, is the event
 // tool whose machine schema the arguments are checked against first.
-func (g *Gate) forward(srv, name, handleKey string, keepHandle bool, t *Tool, def mcp.Tool) server.ToolHandlerFunc {
+func (g *Gate) forward(srv, name, handleKey string, keepHandle bool, t *workflow.Tool, def mcp.Tool) server.ToolHandlerFunc {
 	fail := func(code, text string) *mcp.CallToolResult {
 		return g.fitOutput(def, errorResult(code, code+": "+text, map[string]any{"server": srv}))
 	}
@@ -164,8 +170,8 @@ func (g *Gate) forward(srv, name, handleKey string, keepHandle bool, t *Tool, de
 			return fail("UPSTREAM_UNAVAILABLE", fmt.Sprintf("%s is a tool of the upstream server %s, and this server has no upstreams file", req.Params.Name, srv)), nil
 		}
 		args, _ := req.Params.Arguments.(map[string]any)
-		if t != nil && t.schemed {
-			if err := t.schema.Validate(plain(args)); err != nil {
+		if t != nil && t.Given.Schema {
+			if err := t.Validate(args); err != nil {
 				return g.fitOutput(def, errorResult("INVALID_ARGUMENTS", "INVALID_ARGUMENTS: "+err.Error(), map[string]any{"tool": t.Name})), nil
 			}
 		}
@@ -205,7 +211,7 @@ func (g *Gate) forward(srv, name, handleKey string, keepHandle bool, t *Tool, de
 
 // stateToolDef is how a state tool is listed: the upstream's tool, with
 // the handle argument when the workflow has a handle key.
-func (g *Gate) stateToolDef(m *Workflow, st *StateTool, us upstreamSet) mcp.Tool {
+func (g *Gate) stateToolDef(m *workflow.Workflow, st *workflow.StateTool, us upstreamSet) mcp.Tool {
 	def, known := us.tool(st.Upstream)
 	if !known {
 		def = mcp.NewTool(st.Name, mcp.WithDescription(fmt.Sprintf("%s (a tool of the upstream server, not available now).", st.Upstream)))
@@ -217,18 +223,18 @@ func (g *Gate) stateToolDef(m *Workflow, st *StateTool, us upstreamSet) mcp.Tool
 
 // callState forwards a call of a state tool while one of its states is
 // active (FORBIDDEN otherwise). It moves nothing: the instance is not
-// locked while the upstream works.
-func (g *Gate) callState(ctx context.Context, ref *toolRef, handle string, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	m, st := ref.m, ref.state
-	v, err := g.current(ctx, m, handle)
+// held while the upstream works.
+func (g *Gate) callState(c *call) (*mcp.CallToolResult, error) {
+	ref, m, st := c.ref, c.w, c.ref.state
+	v, err := g.current(c.ctx, m, c.handle)
 	if err != nil {
 		return errorResult("ERROR", "ERROR: "+err.Error(), nil), nil
 	}
 	if !contains(v.tools, st.Name) {
-		return g.fitOutput(ref.full, refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", st.Name, stateString(v.snap)), m, handle, v)), nil
+		return g.fitOutput(ref.full, refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", st.Name, workflow.StateString(v.snap)), m, c.handle, v)), nil
 	}
-	srv, name, _ := splitUpstream(st.Upstream)
-	return g.forward(srv, name, m.HandleKey, ref.keepHandle, nil, ref.full)(ctx, req)
+	srv, name, _ := workflow.SplitUpstream(st.Upstream)
+	return g.forward(srv, name, m.HandleKey, ref.keepHandle, nil, ref.full)(c.ctx, c.req)
 }
 
 // fitOutput makes the gate's own error result fit a tool with an output
@@ -277,15 +283,15 @@ func (g *Gate) passTools(us upstreamSet, named map[string]bool) map[string]*tool
 // given by a machine (meta.tool.inputSchema) that the upstream's breaks:
 // a property the upstream requires that it lacks, or types that differ.
 // Each problem is one line, naming the workflow's file.
-func CheckUpstreams(ws []*Workflow, servers []upstream.ServerStatus) []string {
+func CheckUpstreams(ws []*workflow.Workflow, servers []upstream.ServerStatus) []string {
 	us := upstreamSet{servers: map[string]upstream.ServerStatus{}}
 	for _, s := range servers {
 		us.servers[s.Name] = s
 	}
 	var out []string
-	where := func(m *Workflow) string { return cmp.Or(m.File, m.ID) }
-	known := func(m *Workflow, ref, what string) (mcp.Tool, bool) {
-		srv, name, _ := splitUpstream(ref)
+	where := func(m *workflow.Workflow) string { return cmp.Or(m.File, m.ID) }
+	known := func(m *workflow.Workflow, ref, what string) (mcp.Tool, bool) {
+		srv, name, _ := workflow.SplitUpstream(ref)
 		s, ok := us.servers[srv]
 		switch {
 		case !ok:
@@ -303,7 +309,7 @@ func CheckUpstreams(ws []*Workflow, servers []upstream.ServerStatus) []string {
 	named := map[string]bool{}
 	names := map[string]string{} // tool name -> workflow file
 	for _, m := range ws {
-		for _, n := range toolNames(m) {
+		for _, n := range m.ToolNames() {
 			names[n] = where(m)
 		}
 		for _, t := range m.Tools {
@@ -312,7 +318,7 @@ func CheckUpstreams(ws []*Workflow, servers []upstream.ServerStatus) []string {
 			}
 			named[t.Upstream] = true
 			def, ok := known(m, t.Upstream, "event "+t.Event)
-			if ok && t.schemed {
+			if ok && t.Given.Schema {
 				for _, p := range schemaBreaks(def, t.Schema) {
 					out = append(out, fmt.Sprintf("%s: event %s: meta.tool.inputSchema breaks %s's: %s", where(m), t.Event, t.Upstream, p))
 				}

@@ -23,9 +23,11 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/internal/mcptest"
 	"github.com/stategate/stategate/interp"
 	"github.com/stategate/stategate/store"
 	"github.com/stategate/stategate/upstream"
+	"github.com/stategate/stategate/workflow"
 	"github.com/stategate/stategate/xstate"
 )
 
@@ -230,9 +232,9 @@ type gatedUpstreams struct {
 }
 
 // gateUpstreams wires a gate and a Manager as `stategate serve` does
-// (OnChange serves the upstream tools anew), serves the workflows, starts
+// (the gate subscribes to the Manager's changes), serves the workflows, starts
 // the servers of the file and waits until each is up.
-func gateUpstreams(t *testing.T, file string, ws ...*gate.Workflow) *gatedUpstreams {
+func gateUpstreams(t *testing.T, file string, ws ...*workflow.Workflow) *gatedUpstreams {
 	t.Helper()
 	cfg, err := upstream.Load(file)
 	if err != nil {
@@ -240,10 +242,9 @@ func gateUpstreams(t *testing.T, file string, ws ...*gate.Workflow) *gatedUpstre
 	}
 	log := quietLog()
 	st := store.NewMemory()
-	var g *gate.Gate
-	m := upstream.New(upstream.Options{Log: log, OnChange: func() { g.UpstreamsChanged() }})
+	m := upstream.New(upstream.Options{Log: log})
 	t.Cleanup(func() { _ = m.Close() })
-	g = gate.New(gate.Options{Store: st, Upstreams: m, Logger: log})
+	g := gate.New(gate.Options{Store: st, Upstreams: m, Logger: log})
 	if err := g.SetWorkflows(ws); err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +327,7 @@ const jobMachine = `{
   }
 }`
 
-func jobWorkflow(t *testing.T) *gate.Workflow {
+func jobWorkflow(t *testing.T) *workflow.Workflow {
 	t.Helper()
 	reg := xstate.NewRegistry().
 		Assign("keepOutput", func(a interp.Args, _ any) (map[string]any, error) {
@@ -347,7 +348,7 @@ func jobWorkflow(t *testing.T) *gate.Workflow {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := gate.NewWorkflow(m, gate.WorkflowOptions{})
+	w, err := workflow.New(m, workflow.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,13 +370,13 @@ const svcMachine = `{
   }
 }`
 
-func svcWorkflow(t *testing.T) *gate.Workflow {
+func svcWorkflow(t *testing.T) *workflow.Workflow {
 	t.Helper()
 	m, _, err := (&xstate.Loader{}).Parse("svc.json", []byte(svcMachine))
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := gate.NewWorkflow(m, gate.WorkflowOptions{})
+	w, err := workflow.New(m, workflow.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,11 +472,11 @@ func connectStdioClient(t *testing.T, g *gate.Gate) *client.Client {
 }
 
 // statusOf calls a workflow's status tool for a handle.
-func statusOf(c *mcpClient, machine, key, handle string) map[string]any {
-	c.t.Helper()
-	_, sc, isErr := c.call(machine+"_status", map[string]any{key: handle})
+func statusOf(c *mcptest.Client, machine, key, handle string) map[string]any {
+	c.T().Helper()
+	_, sc, isErr := c.Call(machine+"_status", map[string]any{key: handle})
 	if isErr {
-		c.t.Fatalf("%s_status %s: %v", machine, handle, sc)
+		c.T().Fatalf("%s_status %s: %v", machine, handle, sc)
 	}
 	return sc
 }
@@ -541,7 +542,7 @@ func TestRealUpstreams(t *testing.T) {
 			progress := watchProgress(c.Client)
 			// The upstream tools are served once the Manager says the
 			// servers are up (OnChange).
-			c.awaitTools("the upstreams' tools", func(ts map[string]mcp.Tool) bool {
+			c.AwaitTools("the upstreams' tools", func(ts map[string]mcp.Tool) bool {
 				_, pub := ts["ping"]
 				return pub && ts["send"].Description == "Returns its arguments." && ts["slow_tight"].Description == "Takes its time."
 			})
@@ -572,17 +573,17 @@ func TestRealUpstreams(t *testing.T) {
 // realListing: bound tools, a state's meta.tools and an exposed server's
 // tools are listed in the initial state; tools no machine names are
 // neither listed nor callable.
-func realListing(t *testing.T, c *mcpClient) {
-	c.t = t
-	tools := c.tools()
+func realListing(t *testing.T, c *mcptest.Client) {
+	c = c.For(t)
+	tools := c.Tools()
 	for _, want := range []string{"echo", "send", "check", "fail", "rpcerr", "slow", "slow_tight", "ping", "job_status"} {
 		if _, ok := tools[want]; !ok {
-			t.Errorf("%s not listed in idle: %v", want, names(tools))
+			t.Errorf("%s not listed in idle: %v", want, mcptest.Names(tools))
 		}
 	}
 	for _, hidden := range []string{"finish", "pid", "crash", "job_reset"} {
 		if _, ok := tools[hidden]; ok {
-			t.Errorf("%s listed in idle: %v", hidden, names(tools))
+			t.Errorf("%s listed in idle: %v", hidden, mcptest.Names(tools))
 		}
 	}
 	// The upstream's definition, with the handle argument.
@@ -597,7 +598,7 @@ func realListing(t *testing.T, c *mcpClient) {
 	// Named by no state: unknown, and not forwarded (crash would end the
 	// server, which the later subtests use).
 	for _, name := range []string{"pid", "crash"} {
-		if _, sc, isErr := c.call(name, map[string]any{"job_id": "u"}); !isErr || sc["error"] != "UNKNOWN" {
+		if _, sc, isErr := c.Call(name, map[string]any{"job_id": "u"}); !isErr || sc["error"] != "UNKNOWN" {
 			t.Errorf("%s: %v", name, sc)
 		}
 	}
@@ -607,10 +608,10 @@ func realListing(t *testing.T, c *mcpClient) {
 // handle argument, its result reaches the client with the gate's note,
 // its event moves the machine with the output; the list follows; FORBIDDEN
 // outside the states; an exposed tool passes through in any state.
-func realForwarding(t *testing.T, c *mcpClient) {
-	c.t = t
-	c.drain()
-	res := c.callResult("send", map[string]any{"job_id": "fwd", "size": 3, "note": "hi"})
+func realForwarding(t *testing.T, c *mcptest.Client) {
+	c = c.For(t)
+	c.Drain()
+	res := c.Result("send", map[string]any{"job_id": "fwd", "size": 3, "note": "hi"})
 	if res.IsError {
 		t.Fatalf("send: %+v", res)
 	}
@@ -621,7 +622,7 @@ func realForwarding(t *testing.T, c *mcpClient) {
 	if sc := structured(res); len(sc) != 2 || sc["note"] != "hi" || sc["size"] != 3.0 {
 		t.Errorf("structured content: %v", sc)
 	}
-	if text := resultText(res); !strings.Contains(text, "now in state sent") || !strings.Contains(text, "finish") {
+	if text := mcptest.Text(res); !strings.Contains(text, "now in state sent") || !strings.Contains(text, "finish") {
 		t.Errorf("note: %q", text)
 	}
 	if wf := metaOf(res, "stategate/workflow"); wf["state"] != "sent" || wf["handle"] != "fwd" {
@@ -630,7 +631,7 @@ func realForwarding(t *testing.T, c *mcpClient) {
 	if out := contextOf(statusOf(c, "job", "job_id", "fwd"))["output"].(map[string]any); out["note"] != "hi" || out["size"] != 3.0 {
 		t.Errorf("the event's output: %v", out)
 	}
-	c.awaitTools("sent's tools", func(ts map[string]mcp.Tool) bool {
+	c.AwaitTools("sent's tools", func(ts map[string]mcp.Tool) bool {
 		_, finish := ts["finish"]
 		_, send := ts["send"]
 		_, echo := ts["echo"]
@@ -638,7 +639,7 @@ func realForwarding(t *testing.T, c *mcpClient) {
 		return finish && !send && !echo && ping
 	})
 	// A state tool: forwarded without the handle; the instance stays.
-	if text, _, isErr := c.call("echo", map[string]any{"job_id": "st", "a": 1}); isErr || text != `{"a":1}` {
+	if text, _, isErr := c.Call("echo", map[string]any{"job_id": "st", "a": 1}); isErr || text != `{"a":1}` {
 		t.Errorf("echo in idle: %q %v", text, isErr)
 	}
 	if sc := statusOf(c, "job", "job_id", "st"); sc["state"] != "idle" {
@@ -652,7 +653,7 @@ func realForwarding(t *testing.T, c *mcpClient) {
 		{"send", "fwd", "finish"},
 		{"finish", "st", "send"},
 	} {
-		_, sc, isErr := c.call(tc.tool, map[string]any{"job_id": tc.handle, "size": 1})
+		_, sc, isErr := c.Call(tc.tool, map[string]any{"job_id": tc.handle, "size": 1})
 		if !isErr || sc["error"] != "FORBIDDEN" || !slices.Contains(anyStrings(sc["allowed"]), tc.allowed) {
 			t.Errorf("%s on %s: %v", tc.tool, tc.handle, sc)
 		}
@@ -661,10 +662,10 @@ func realForwarding(t *testing.T, c *mcpClient) {
 		t.Errorf("refused calls moved fwd: %v", sc["state"])
 	}
 	// An exposed server's tool, whatever the state.
-	if text, _, isErr := c.call("ping", nil); isErr || text != "pong" {
+	if text, _, isErr := c.Call("ping", nil); isErr || text != "pong" {
 		t.Errorf("ping: %q %v", text, isErr)
 	}
-	if _, sc, isErr := c.call("finish", map[string]any{"job_id": "fwd"}); isErr || sc != nil {
+	if _, sc, isErr := c.Call("finish", map[string]any{"job_id": "fwd"}); isErr || sc != nil {
 		t.Errorf("finish: %v %v", sc, isErr)
 	}
 	if sc := statusOf(c, "job", "job_id", "fwd"); sc["state"] != "done" {
@@ -675,13 +676,13 @@ func realForwarding(t *testing.T, c *mcpClient) {
 // realRejected: the guard refuses the event that follows the upstream
 // call: the upstream was called (its result comes back), the instance did
 // not move, and the intent is settled with a note.
-func realRejected(t *testing.T, h *gatedUpstreams, c *mcpClient) {
-	c.t = t
-	res := c.callResult("send", map[string]any{"job_id": "big", "size": 50})
+func realRejected(t *testing.T, h *gatedUpstreams, c *mcptest.Client) {
+	c = c.For(t)
+	res := c.Result("send", map[string]any{"job_id": "big", "size": 50})
 	if res.IsError || firstText(res) != `{"size":50}` {
 		t.Fatalf("send size 50: %+v", res)
 	}
-	if text := resultText(res); !strings.Contains(text, "did not take SEND") || !strings.Contains(text, "stays in state idle") {
+	if text := mcptest.Text(res); !strings.Contains(text, "did not take SEND") || !strings.Contains(text, "stays in state idle") {
 		t.Errorf("note: %q", text)
 	}
 	if wf := metaOf(res, "stategate/workflow"); wf["error"] == nil || wf["state"] != "idle" {
@@ -707,14 +708,14 @@ func trailString(trail []store.AuditEntry) string {
 
 // realOutput: the event carries the result's structuredContent as output,
 // on which the machine's guard branches.
-func realOutput(t *testing.T, c *mcpClient) {
-	c.t = t
+func realOutput(t *testing.T, c *mcptest.Client) {
+	c = c.For(t)
 	for _, tc := range []struct {
 		handle string
 		pass   bool
 		state  string
 	}{{"pass", true, "passed"}, {"nopass", false, "failed"}} {
-		res := c.callResult("check", map[string]any{"job_id": tc.handle, "pass": tc.pass})
+		res := c.Result("check", map[string]any{"job_id": tc.handle, "pass": tc.pass})
 		if res.IsError || structured(res)["passed"] != tc.pass {
 			t.Errorf("check %v: %+v", tc.pass, res)
 		}
@@ -726,9 +727,9 @@ func realOutput(t *testing.T, c *mcpClient) {
 
 // realErrors: an error result, and a JSON-RPC error, send the onError
 // event with why.
-func realErrors(t *testing.T, h *gatedUpstreams, c *mcpClient) {
-	c.t = t
-	res := c.callResult("fail", map[string]any{"job_id": "e1"})
+func realErrors(t *testing.T, h *gatedUpstreams, c *mcptest.Client) {
+	c = c.For(t)
+	res := c.Result("fail", map[string]any{"job_id": "e1"})
 	if !res.IsError || firstText(res) != "it failed" {
 		t.Errorf("fail: %+v", res)
 	}
@@ -739,8 +740,8 @@ func realErrors(t *testing.T, h *gatedUpstreams, c *mcpClient) {
 	if n := len(trail); n != 2 || trail[1].Settles != trail[0].Version || trail[1].Event["type"] != "FAILED" {
 		t.Errorf("audit trail: %s", trailString(trail))
 	}
-	res = c.callResult("rpcerr", map[string]any{"job_id": "e2"})
-	if !res.IsError || !strings.Contains(resultText(res), "UPSTREAM_ERROR") || !strings.Contains(resultText(res), "boom") {
+	res = c.Result("rpcerr", map[string]any{"job_id": "e2"})
+	if !res.IsError || !strings.Contains(mcptest.Text(res), "UPSTREAM_ERROR") || !strings.Contains(mcptest.Text(res), "boom") {
 		t.Errorf("rpcerr: %+v", res)
 	}
 	if sc := statusOf(c, "job", "job_id", "e2"); sc["state"] != "idle" ||
@@ -752,13 +753,13 @@ func realErrors(t *testing.T, h *gatedUpstreams, c *mcpClient) {
 // realDeadline: a call past its server's timeout is UPSTREAM_TIMEOUT
 // (naming the server), the error event is sent, and the upstream's
 // handler sees its context end.
-func realDeadline(t *testing.T, c *mcpClient) {
-	c.t = t
+func realDeadline(t *testing.T, c *mcptest.Client) {
+	c = c.For(t)
 	marker := filepath.Join(t.TempDir(), "late")
 	began := time.Now()
-	res := c.callResult("slow_tight", map[string]any{"job_id": "late", "ms": 5000, "marker": marker})
+	res := c.Result("slow_tight", map[string]any{"job_id": "late", "ms": 5000, "marker": marker})
 	took := time.Since(began)
-	if !res.IsError || !strings.Contains(resultText(res), "UPSTREAM_TIMEOUT") || !strings.Contains(resultText(res), `"tight"`) ||
+	if !res.IsError || !strings.Contains(mcptest.Text(res), "UPSTREAM_TIMEOUT") || !strings.Contains(mcptest.Text(res), `"tight"`) ||
 		structured(res)["server"] != "tight" {
 		t.Errorf("slow_tight: %+v", res)
 	}
@@ -773,8 +774,8 @@ func realDeadline(t *testing.T, c *mcpClient) {
 
 // realProgress: the upstream's notifications/progress for the client's
 // progress token reach the client.
-func realProgress(t *testing.T, c *mcpClient, progress progressSeen) {
-	c.t = t
+func realProgress(t *testing.T, c *mcptest.Client, progress progressSeen) {
+	c = c.For(t)
 	req := mcp.CallToolRequest{}
 	req.Params.Name = "slow"
 	req.Params.Arguments = map[string]any{"job_id": "prog", "ms": 150}
@@ -791,8 +792,8 @@ func realProgress(t *testing.T, c *mcpClient, progress progressSeen) {
 
 // realCancel: the client cancels a call under way (its context); the
 // upstream's handler sees its context end, and the error event is sent.
-func realCancel(t *testing.T, h *gatedUpstreams, c *mcpClient, caller *client.Client, progress progressSeen, handle string) {
-	c.t = t
+func realCancel(t *testing.T, h *gatedUpstreams, c *mcptest.Client, caller *client.Client, progress progressSeen, handle string) {
+	c = c.For(t)
 	marker := filepath.Join(t.TempDir(), "cancelled")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -838,8 +839,8 @@ func TestRealUpstreamCrashes(t *testing.T) {
 	writeUpstreams(t, file, map[string]map[string]any{"up": stdioEntry(t, "up", upstreamDownEnv, down)})
 	h := gateUpstreams(t, file, svcWorkflow(t))
 	c := connect(t, h.url)
-	c.awaitTools("ping_up", func(ts map[string]mcp.Tool) bool { return ts["ping_up"].Description == "Says its process id." })
-	pid, _, isErr := c.call("ping_up", map[string]any{"svc_id": "s0"})
+	c.AwaitTools("ping_up", func(ts map[string]mcp.Tool) bool { return ts["ping_up"].Description == "Says its process id." })
+	pid, _, isErr := c.Call("ping_up", map[string]any{"svc_id": "s0"})
 	if isErr {
 		t.Fatalf("ping_up: %s", pid)
 	}
@@ -847,17 +848,17 @@ func TestRealUpstreamCrashes(t *testing.T) {
 	if err := os.WriteFile(down, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res := c.callResult("crash", map[string]any{"svc_id": "s1"})
-	if !res.IsError || !strings.Contains(resultText(res), "UPSTREAM_UNAVAILABLE") || !strings.Contains(resultText(res), `"up"`) {
+	res := c.Result("crash", map[string]any{"svc_id": "s1"})
+	if !res.IsError || !strings.Contains(mcptest.Text(res), "UPSTREAM_UNAVAILABLE") || !strings.Contains(mcptest.Text(res), `"up"`) {
 		t.Errorf("crash: %+v", res)
 	}
 	untilTrue(t, "up down", func() bool { return !h.m.Servers()[0].Up })
-	res = c.callResult("ping_up", map[string]any{"svc_id": "s2"})
-	if !res.IsError || !strings.Contains(resultText(res), "UPSTREAM_UNAVAILABLE") || !strings.Contains(resultText(res), `"up"`) ||
+	res = c.Result("ping_up", map[string]any{"svc_id": "s2"})
+	if !res.IsError || !strings.Contains(mcptest.Text(res), "UPSTREAM_UNAVAILABLE") || !strings.Contains(mcptest.Text(res), `"up"`) ||
 		structured(res)["server"] != "up" {
 		t.Errorf("ping_up while up is down: %+v", res)
 	}
-	if _, ok := c.tools()["ping_up"]; !ok {
+	if _, ok := c.Tools()["ping_up"]; !ok {
 		t.Error("ping_up not listed while up is down")
 	}
 	if sc := statusOf(c, "svc", "svc_id", "s2"); sc["state"] != "a" {
@@ -871,7 +872,7 @@ func TestRealUpstreamCrashes(t *testing.T) {
 		t.Fatal(err)
 	}
 	untilTrue(t, "up back", func() bool { return h.m.Servers()[0].Up })
-	again, _, isErr := c.call("ping_up", map[string]any{"svc_id": "s2"})
+	again, _, isErr := c.Call("ping_up", map[string]any{"svc_id": "s2"})
 	if isErr || again == pid {
 		t.Errorf("ping_up after the restart: %q (was %q), isError %v", again, pid, isErr)
 	}
@@ -899,11 +900,11 @@ func TestRealUpstreamsFileWatched(t *testing.T) {
 		<-watching
 	})
 	c := connect(t, h.url)
-	c.awaitTools("ping_up", func(ts map[string]mcp.Tool) bool { return ts["ping_up"].Description == "Says its process id." })
-	if _, ok := c.tools()["ping"]; ok {
+	c.AwaitTools("ping_up", func(ts map[string]mcp.Tool) bool { return ts["ping_up"].Description == "Says its process id." })
+	if _, ok := c.Tools()["ping"]; ok {
 		t.Fatal("ping listed before pub is added")
 	}
-	c.drain()
+	c.Drain()
 
 	// Add pub. The watcher may start after the first write: write until
 	// a list_changed brings ping.
@@ -912,34 +913,34 @@ func TestRealUpstreamsFileWatched(t *testing.T) {
 	untilTrue(t, "ping listed after pub was added", func() bool {
 		writeUpstreams(t, file, map[string]map[string]any{"up": up, "pub": pub})
 		select {
-		case <-c.changed:
-			_, ok := c.tools()["ping"]
+		case <-c.Changed():
+			_, ok := c.Tools()["ping"]
 			return ok
 		case <-time.After(time.Second):
 			return false
 		}
 	})
-	if text, _, isErr := c.call("ping", nil); isErr || text != "pong" {
+	if text, _, isErr := c.Call("ping", nil); isErr || text != "pong" {
 		t.Errorf("ping: %q %v", text, isErr)
 	}
 
 	// Change up's entry: it restarts (a new process), the tools stay.
-	pid, _, _ := c.call("ping_up", map[string]any{"svc_id": "p1"})
+	pid, _, _ := c.Call("ping_up", map[string]any{"svc_id": "p1"})
 	up2 := stdioEntry(t, "up", "EXTRA", "1")
 	writeUpstreams(t, file, map[string]map[string]any{"up": up2, "pub": pub})
 	n := 1
 	untilTrue(t, "up restarted", func() bool {
 		n++
-		res := c.callResult("ping_up", map[string]any{"svc_id": fmt.Sprint("p", n)})
+		res := c.Result("ping_up", map[string]any{"svc_id": fmt.Sprint("p", n)})
 		return !res.IsError && firstText(res) != pid
 	})
 
 	// Remove pub: ping goes, with a list_changed.
-	c.drain()
+	c.Drain()
 	writeUpstreams(t, file, map[string]map[string]any{"up": up2})
-	c.awaitChanged()
-	c.awaitTools("ping gone", func(ts map[string]mcp.Tool) bool { _, ok := ts["ping"]; return !ok })
-	if _, sc, isErr := c.call("ping", nil); !isErr || sc["error"] != "UNKNOWN" {
+	c.AwaitChanged()
+	c.AwaitTools("ping gone", func(ts map[string]mcp.Tool) bool { _, ok := ts["ping"]; return !ok })
+	if _, sc, isErr := c.Call("ping", nil); !isErr || sc["error"] != "UNKNOWN" {
 		t.Errorf("ping after pub was removed: %v", sc)
 	}
 }

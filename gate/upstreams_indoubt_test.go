@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/stategate/stategate/internal/mcptest"
 )
 
 // ledgerMachine binds POST to bank/effect, an upstream tool that pays
@@ -55,7 +56,7 @@ func TestUpstreamInDoubtAfterKill(t *testing.T) {
 	}
 	defer srv.kill()
 	c := connect(t, "http://"+addr+"/mcp")
-	if tl, ok := c.tools()["effect"]; !ok || tl.Description != "Pays, then kills stategate before it answers." {
+	if tl, ok := c.Tools()["effect"]; !ok || tl.Description != "Pays, then kills stategate before it answers." {
 		t.Fatalf("effect as listed: %+v (%v)\n%s", tl, ok, srv.stderr)
 	}
 	began := time.Now()
@@ -110,15 +111,15 @@ func TestUpstreamInDoubtAfterKill(t *testing.T) {
 	}
 	defer srv2.kill()
 	c2 := connect(t, "http://"+addr2+"/mcp")
-	res := c2.callResult("ledger_status", map[string]any{"ledger_id": "L1"})
+	res := c2.Result("ledger_status", map[string]any{"ledger_id": "L1"})
 	sc := structured(res)
 	doubt, _ := sc["inDoubt"].([]any)
-	if res.IsError || sc["state"] != "open" || len(doubt) != 1 || !strings.Contains(resultText(res), "In doubt: 1 call(s)") {
-		t.Fatalf("status after the restart: %v\n%s", sc, resultText(res))
+	if res.IsError || sc["state"] != "open" || len(doubt) != 1 || !strings.Contains(mcptest.Text(res), "In doubt: 1 call(s)") {
+		t.Fatalf("status after the restart: %v\n%s", sc, mcptest.Text(res))
 	}
 	d, _ := doubt[0].(map[string]any)
 	checkDoubt(t, "the status tool", d, paid, began, ended)
-	if _, ok := c2.tools()["effect"]; !ok {
+	if _, ok := c2.Tools()["effect"]; !ok {
 		t.Error("effect not listed after the restart: the machine moved")
 	}
 	c2.Close()

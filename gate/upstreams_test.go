@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,9 +16,11 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/internal/mcptest"
 	"github.com/stategate/stategate/interp"
 	"github.com/stategate/stategate/store"
 	"github.com/stategate/stategate/upstream"
+	"github.com/stategate/stategate/workflow"
 	"github.com/stategate/stategate/xstate"
 )
 
@@ -53,7 +56,7 @@ const deploy = `{
   }
 }`
 
-func deployWorkflow(t testing.TB) *gate.Workflow {
+func deployWorkflow(t testing.TB) *workflow.Workflow {
 	t.Helper()
 	reg := xstate.NewRegistry().
 		Assign("keepOutput", func(a interp.Args, _ any) (map[string]any, error) {
@@ -70,7 +73,7 @@ func deployWorkflow(t testing.TB) *gate.Workflow {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := gate.NewWorkflow(m, gate.WorkflowOptions{})
+	w, err := workflow.New(m, workflow.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,6 +87,24 @@ type fakeUpstreams struct {
 	servers []upstream.ServerStatus
 	calls   []string // "server/tool {args}"
 	answer  func(ctx context.Context, server string, req mcp.CallToolRequest) (*mcp.CallToolResult, error)
+	subs    []func()
+}
+
+func (f *fakeUpstreams) Subscribe(fn func()) func() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.subs = append(f.subs, fn)
+	return func() {}
+}
+
+// changed tells the subscribers that the servers' tools changed.
+func (f *fakeUpstreams) changed() {
+	f.mu.Lock()
+	subs := slices.Clone(f.subs)
+	f.mu.Unlock()
+	for _, fn := range subs {
+		fn()
+	}
 }
 
 func (f *fakeUpstreams) Servers() []upstream.ServerStatus {
@@ -135,10 +156,10 @@ func newFakeUpstreams() *fakeUpstreams {
 }
 
 // upstreamGate serves deploy over HTTP with the fake upstreams.
-func upstreamGate(t *testing.T, st store.Store, up gate.Upstreams) (*mcpClient, *gate.Gate) {
+func upstreamGate(t *testing.T, st store.Store, up gate.Upstreams) (*mcptest.Client, *gate.Gate) {
 	t.Helper()
 	g := gate.New(gate.Options{Store: st, Upstreams: up, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err := g.SetWorkflows([]*gate.Workflow{deployWorkflow(t)}); err != nil {
+	if err := g.SetWorkflows([]*workflow.Workflow{deployWorkflow(t)}); err != nil {
 		t.Fatal(err)
 	}
 	h := g.HTTPHandler(gate.HTTPOptions{})
@@ -151,15 +172,15 @@ func upstreamGate(t *testing.T, st store.Store, up gate.Upstreams) (*mcpClient, 
 func TestUpstreamToolsListedByState(t *testing.T) {
 	up := newFakeUpstreams()
 	c, _ := upstreamGate(t, store.NewMemory(), up)
-	tools := c.tools()
+	tools := c.Tools()
 	for _, want := range []string{"write_file", "read_file", "ping", "deploy_status"} {
 		if _, ok := tools[want]; !ok {
-			t.Errorf("%s not listed in draft: %v", want, names(tools))
+			t.Errorf("%s not listed in draft: %v", want, mcptest.Names(tools))
 		}
 	}
 	for _, hidden := range []string{"run_tests", "delete_file", "deploy_write", "deploy_write_failed", "deploy_test"} {
 		if _, ok := tools[hidden]; ok {
-			t.Errorf("%s listed in draft: %v", hidden, names(tools))
+			t.Errorf("%s listed in draft: %v", hidden, mcptest.Names(tools))
 		}
 	}
 	// The upstream's definition, with the handle argument added.
@@ -168,20 +189,20 @@ func TestUpstreamToolsListedByState(t *testing.T) {
 		t.Errorf("write_file as listed: %+v", w)
 	}
 	// A tool nobody names is refused as unknown, and not forwarded.
-	if _, sc, isErr := c.call("delete_file", map[string]any{"path": "x"}); !isErr || sc["error"] != "UNKNOWN" {
+	if _, sc, isErr := c.Call("delete_file", map[string]any{"path": "x"}); !isErr || sc["error"] != "UNKNOWN" {
 		t.Errorf("delete_file: %v", sc)
 	}
 	// A state tool outside its states, and a bound tool outside its
 	// event's: refused, with the tools allowed now, and not forwarded.
 	id := map[string]any{"deploy_id": "d1"}
-	if _, sc, isErr := c.call("run_tests", id); !isErr || sc["error"] != "FORBIDDEN" {
+	if _, sc, isErr := c.Call("run_tests", id); !isErr || sc["error"] != "FORBIDDEN" {
 		t.Errorf("run_tests in draft: %v", sc)
 	}
 	if n := len(up.called()); n != 0 {
 		t.Errorf("refused calls were forwarded: %v", up.called())
 	}
 	// An exposed tool passes through, whatever the state.
-	if text, _, isErr := c.call("ping", nil); isErr || text != "misc ping" {
+	if text, _, isErr := c.Call("ping", nil); isErr || text != "misc ping" {
 		t.Errorf("ping: %q %v", text, isErr)
 	}
 }
@@ -191,10 +212,10 @@ func TestUpstreamBoundCall(t *testing.T) {
 	st := store.NewMemory()
 	c, _ := upstreamGate(t, st, up)
 	// A state tool: forwarded without the handle, the instance stays.
-	if text, _, isErr := c.call("read_file", map[string]any{"deploy_id": "d1", "path": "a.txt"}); isErr || text != "fs read_file" {
+	if text, _, isErr := c.Call("read_file", map[string]any{"deploy_id": "d1", "path": "a.txt"}); isErr || text != "fs read_file" {
 		t.Fatalf("read_file: %q %v", text, isErr)
 	}
-	res := c.callResult("write_file", map[string]any{"deploy_id": "d1", "path": "a.txt", "content": "hello"})
+	res := c.Result("write_file", map[string]any{"deploy_id": "d1", "path": "a.txt", "content": "hello"})
 	if res.IsError {
 		t.Fatalf("write_file: %+v", res)
 	}
@@ -206,21 +227,21 @@ func TestUpstreamBoundCall(t *testing.T) {
 	if sc, _ := res.StructuredContent.(map[string]any); len(sc) != 1 || sc["bytes"] != 5.0 {
 		t.Errorf("structured content changed: %v", res.StructuredContent)
 	}
-	if text := resultText(res); !strings.Contains(text, "wrote 5 bytes") || !strings.Contains(text, "now in state written") || !strings.Contains(text, "run_tests") {
+	if text := mcptest.Text(res); !strings.Contains(text, "wrote 5 bytes") || !strings.Contains(text, "now in state written") || !strings.Contains(text, "run_tests") {
 		t.Errorf("text: %q", text)
 	}
 	if res.Meta == nil || res.Meta.AdditionalFields["stategate/workflow"] == nil {
 		t.Errorf("no _meta note: %+v", res.Meta)
 	}
-	c.awaitTools("run_tests", func(ts map[string]mcp.Tool) bool { _, ok := ts["run_tests"]; return ok })
-	_, sc, _ := c.call("deploy_status", map[string]any{"deploy_id": "d1"})
+	c.AwaitTools("run_tests", func(ts map[string]mcp.Tool) bool { _, ok := ts["run_tests"]; return ok })
+	_, sc, _ := c.Call("deploy_status", map[string]any{"deploy_id": "d1"})
 	if sc["state"] != "written" || sc["context"].(map[string]any)["written"].(map[string]any)["bytes"] != 5.0 {
 		t.Errorf("after write_file: %v", sc)
 	}
 	// Not allowed any more: refused, and the gate's answer fits the
 	// output schema (no structured content of its own).
-	res = c.callResult("write_file", map[string]any{"deploy_id": "d1", "path": "a.txt"})
-	if !res.IsError || res.StructuredContent != nil || !strings.Contains(resultText(res), "FORBIDDEN") {
+	res = c.Result("write_file", map[string]any{"deploy_id": "d1", "path": "a.txt"})
+	if !res.IsError || res.StructuredContent != nil || !strings.Contains(mcptest.Text(res), "FORBIDDEN") {
 		t.Errorf("write_file in written: %+v", res)
 	}
 	// The audit trail: the intent, then the transition that settles it.
@@ -233,15 +254,15 @@ func TestUpstreamBoundCall(t *testing.T) {
 		t.Errorf("unsettled intents: %+v", store.Unsettled(trail))
 	}
 	// The machine branches on the output.
-	if res := c.callResult("run_tests", map[string]any{"deploy_id": "d1", "pass": true}); res.IsError {
+	if res := c.Result("run_tests", map[string]any{"deploy_id": "d1", "pass": true}); res.IsError {
 		t.Fatalf("run_tests: %+v", res)
 	}
-	if _, sc, _ := c.call("deploy_status", map[string]any{"deploy_id": "d1"}); sc["state"] != "green" {
+	if _, sc, _ := c.Call("deploy_status", map[string]any{"deploy_id": "d1"}); sc["state"] != "green" {
 		t.Errorf("after passing tests: %v", sc)
 	}
-	c.call("write_file", map[string]any{"deploy_id": "d2", "path": "b"})
-	c.call("run_tests", map[string]any{"deploy_id": "d2", "pass": false})
-	if _, sc, _ := c.call("deploy_status", map[string]any{"deploy_id": "d2"}); sc["state"] != "red" {
+	c.Call("write_file", map[string]any{"deploy_id": "d2", "path": "b"})
+	c.Call("run_tests", map[string]any{"deploy_id": "d2", "pass": false})
+	if _, sc, _ := c.Call("deploy_status", map[string]any{"deploy_id": "d2"}); sc["state"] != "red" {
 		t.Errorf("after failing tests: %v", sc)
 	}
 }
@@ -265,15 +286,15 @@ func TestUpstreamFailures(t *testing.T) {
 		up.mu.Lock()
 		up.answer = func(context.Context, string, mcp.CallToolRequest) (*mcp.CallToolResult, error) { return tc.res, tc.err }
 		up.mu.Unlock()
-		res := c.callResult("write_file", id)
-		if !res.IsError || (tc.code != "" && !strings.Contains(resultText(res), tc.code)) {
+		res := c.Result("write_file", id)
+		if !res.IsError || (tc.code != "" && !strings.Contains(mcptest.Text(res), tc.code)) {
 			t.Errorf("%s: %+v", tc.name, res)
 		}
 		if tc.code != "" && res.StructuredContent != nil {
 			t.Errorf("%s: the gate's answer does not fit the output schema: %v", tc.name, res.StructuredContent)
 		}
 		// The error event was sent, with why: the machine stays in draft.
-		_, sc, _ := c.call("deploy_status", map[string]any{"deploy_id": "d1"})
+		_, sc, _ := c.Call("deploy_status", map[string]any{"deploy_id": "d1"})
 		if sc["state"] != "draft" || sc["context"].(map[string]any)["error"] == nil {
 			t.Errorf("%s: after the failure: %v", tc.name, sc)
 		}
@@ -300,13 +321,13 @@ func TestUpstreamInDoubt(t *testing.T) {
 	go c1.CallTool(context.Background(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "write_file", Arguments: map[string]any{"deploy_id": "d1", "path": "a", "content": "x"}}})
 	<-forwarded
 	// The same process: a call under way is not in doubt.
-	if _, sc, _ := c1.call("deploy_status", map[string]any{"deploy_id": "d1"}); sc["inDoubt"] != nil {
+	if _, sc, _ := c1.Call("deploy_status", map[string]any{"deploy_id": "d1"}); sc["inDoubt"] != nil {
 		t.Errorf("a call under way shown in doubt: %v", sc["inDoubt"])
 	}
 	// Another process on the store: in doubt, with the call's arguments.
 	c2, _ := upstreamGate(t, st, newFakeUpstreams())
-	res := c2.callResult("deploy_status", map[string]any{"deploy_id": "d1"})
-	text, sc := resultText(res), res.StructuredContent.(map[string]any)
+	res := c2.Result("deploy_status", map[string]any{"deploy_id": "d1"})
+	text, sc := mcptest.Text(res), res.StructuredContent.(map[string]any)
 	doubt, _ := sc["inDoubt"].([]any)
 	if len(doubt) != 1 || !strings.Contains(text, "In doubt") {
 		t.Fatalf("status: %v\n%s", sc, text)
@@ -323,25 +344,25 @@ func TestUpstreamInDoubt(t *testing.T) {
 func TestUpstreamToolsChange(t *testing.T) {
 	up := newFakeUpstreams()
 	c, g := upstreamGate(t, store.NewMemory(), up)
-	c.tools()
-	c.drain()
+	c.Tools()
+	c.Drain()
 	// The servers told of a change that changed nothing: nobody is told.
-	g.UpstreamsChanged()
-	c.noChange()
+	up.changed()
+	c.NoChange()
 	up.mu.Lock()
 	up.servers[2].Tools = append(up.servers[2].Tools, mcp.NewTool("pong", mcp.WithDescription("Pong.")))
 	up.mu.Unlock()
-	g.UpstreamsChanged()
-	c.awaitChanged()
-	if _, ok := c.tools()["pong"]; !ok {
-		t.Errorf("pong not listed after the change: %v", names(c.tools()))
+	up.changed()
+	c.AwaitChanged()
+	if _, ok := c.Tools()["pong"]; !ok {
+		t.Errorf("pong not listed after the change: %v", mcptest.Names(c.Tools()))
 	}
 	// An exposed tool named as a workflow's: a clash, naming both; the
 	// tools served stay as they were.
 	up.mu.Lock()
 	up.servers[2].Tools = append(up.servers[2].Tools, mcp.NewTool("deploy_status"))
 	up.mu.Unlock()
-	if err := g.SetWorkflows([]*gate.Workflow{deployWorkflow(t)}); !errors.Is(err, gate.ErrToolClash) || !strings.Contains(err.Error(), "misc") || !strings.Contains(err.Error(), "deploy") {
+	if err := g.SetWorkflows([]*workflow.Workflow{deployWorkflow(t)}); !errors.Is(err, workflow.ErrToolClash) || !strings.Contains(err.Error(), "misc") || !strings.Contains(err.Error(), "deploy") {
 		t.Errorf("a clash: %v", err)
 	}
 }
@@ -352,7 +373,7 @@ func TestUpstreamToolsChange(t *testing.T) {
 func TestUpstreamToolsModern(t *testing.T) {
 	up := newFakeUpstreams()
 	g := gate.New(gate.Options{Store: store.NewMemory(), Upstreams: up, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err := g.SetWorkflows([]*gate.Workflow{deployWorkflow(t)}); err != nil {
+	if err := g.SetWorkflows([]*workflow.Workflow{deployWorkflow(t)}); err != nil {
 		t.Fatal(err)
 	}
 	h := g.HTTPHandler(gate.HTTPOptions{})
@@ -360,23 +381,23 @@ func TestUpstreamToolsModern(t *testing.T) {
 	t.Cleanup(ts.Close)
 	t.Cleanup(h.Close)
 	c := modernHTTP(t, ts.URL+"/mcp")
-	tools := c.tools()
+	tools := c.Tools()
 	for name, when := range map[string]string{"write_file": "in draft", "run_tests": "in written", "read_file": "in draft or written", "ping": ""} {
 		tool, ok := tools[name]
 		if !ok || !strings.Contains(tool.Description, when) {
 			t.Errorf("%s as listed: %+v", name, tool)
 		}
 	}
-	if _, sc, isErr := c.call("run_tests", map[string]any{"deploy_id": "m1"}); !isErr || sc["error"] != "FORBIDDEN" {
+	if _, sc, isErr := c.Call("run_tests", map[string]any{"deploy_id": "m1"}); !isErr || sc["error"] != "FORBIDDEN" {
 		t.Errorf("run_tests in draft: %v", sc)
 	}
-	if res := c.callResult("write_file", map[string]any{"deploy_id": "m1", "path": "a"}); res.IsError {
+	if res := c.Result("write_file", map[string]any{"deploy_id": "m1", "path": "a"}); res.IsError {
 		t.Fatalf("write_file: %+v", res)
 	}
 	if got := up.called(); len(got) != 1 || got[0] != "fs/write_file map[path:a]" {
 		t.Errorf("forwarded: %v", got)
 	}
-	if _, sc, _ := c.call("deploy_status", map[string]any{"deploy_id": "m1"}); sc["state"] != "written" {
+	if _, sc, _ := c.Call("deploy_status", map[string]any{"deploy_id": "m1"}); sc["state"] != "written" {
 		t.Errorf("after write_file: %v", sc)
 	}
 }
@@ -394,12 +415,12 @@ func TestUpstreamModernHandleNotForwarded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := gate.NewWorkflow(m, gate.WorkflowOptions{})
+	w, err := workflow.New(m, workflow.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := gate.New(gate.Options{Store: store.NewMemory(), Upstreams: up, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err := g.SetWorkflows([]*gate.Workflow{w}); err != nil {
+	if err := g.SetWorkflows([]*workflow.Workflow{w}); err != nil {
 		t.Fatal(err)
 	}
 	h := g.HTTPHandler(gate.HTTPOptions{})
@@ -407,8 +428,8 @@ func TestUpstreamModernHandleNotForwarded(t *testing.T) {
 	t.Cleanup(ts.Close)
 	t.Cleanup(h.Close)
 	c := modernHTTP(t, ts.URL+"/mcp")
-	_, sc, _ := c.call("docs_start", nil)
-	text, _, isErr := c.call("read_file", map[string]any{"workflow_id": sc["handle"], "path": "a.txt"})
+	_, sc, _ := c.Call("docs_start", nil)
+	text, _, isErr := c.Call("read_file", map[string]any{"workflow_id": sc["handle"], "path": "a.txt"})
 	if isErr || !strings.Contains(text, `"path":"a.txt"`) || strings.Contains(text, "workflow_id") {
 		t.Errorf("forwarded: %v %s", isErr, text)
 	}

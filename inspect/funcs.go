@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stategate/stategate/gate"
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/workflow"
 )
 
 // instanceRows are the rows of an instances table, of one workflow's
@@ -37,9 +37,9 @@ var funcs = template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05 UTC")
 	},
 	"stateOf":      stateString,
-	"description":  func(w *gate.Workflow) string { return description(w.Machine) },
+	"description":  func(w *workflow.Workflow) string { return description(w.Machine) },
 	"workflowLink": func(w string) string { return Prefix + "/" + url.PathEscape(w) },
-	"instanceLink": func(w, h string) string { return gate.InspectLink(Prefix, w, h) },
+	"instanceLink": func(w, h string) string { return Link(Prefix, w, h) },
 	"timerEvent":   timerEvent,
 	"toolLabel":    toolLabel,
 }
@@ -72,7 +72,7 @@ func toolLabel(tool string) string {
 		return "(timer fired)"
 	case store.ResetTool:
 		return "(operator reset)"
-	case gate.SendTool:
+	case workflow.SendTool:
 		return "(sent from Go)"
 	case "(migration)":
 		return "(machine changed)"

@@ -37,10 +37,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stategate/stategate/gate"
 	"github.com/stategate/stategate/graph"
 	"github.com/stategate/stategate/interp"
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/workflow"
 )
 
 // Prefix is where the inspector's pages are: Prefix (the workflows and
@@ -52,11 +52,11 @@ const Prefix = "/inspect"
 
 // Options configure the inspector.
 type Options struct {
-	// Gate is the gate whose workflows and instances are shown.
-	Gate *gate.Gate
-	// Library, when set, is the machines folder the gate serves: the
-	// files' errors are shown, and reloads update the pages.
-	Library *gate.Library
+	// Instances are the workflows and instances shown (a gate's).
+	Instances *workflow.Instances
+	// Library, when set, is the machines folder served: the files'
+	// errors are shown, and reloads update the pages.
+	Library *workflow.Library
 	// Reset enables the operator's reset button of instances that are
 	// done or failed (serve --inspect-reset). Without it no control of
 	// the pages changes anything.
@@ -112,7 +112,9 @@ func New(o Options) *Handler {
 	}
 	h.tmpl = template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html"))
 	h.hub = newHub(o.MaxStreams)
-	h.unsub = append(h.unsub, o.Gate.Instances().Subscribe(func(c gate.Change) { h.hub.publish(message{Kind: "instance", Workflow: c.Workflow, Handle: c.Handle}) }))
+	h.unsub = append(h.unsub, o.Instances.Subscribe(func(_ context.Context, c workflow.Change) {
+		h.hub.publish(message{Kind: "instance", Workflow: c.Workflow, Handle: c.Handle})
+	}))
 	if o.Library != nil {
 		h.unsub = append(h.unsub, o.Library.Subscribe(func() { h.hub.publish(message{Kind: "reload"}) }))
 	}
@@ -267,17 +269,17 @@ func (h *Handler) files(rows []instanceRow) []fileRow {
 	}
 	var out []fileRow
 	seen := map[string]bool{}
-	for _, wf := range h.opts.Gate.Workflows() {
+	for _, wf := range h.opts.Instances.Workflows() {
 		f := fileRow{Workflow: wf.ID, File: h.relFile(wf.File), Version: shortVersion(wf.Version), Status: "served", Tools: len(wf.Tools), Instances: count[wf.ID], Title: description(wf.Machine)}
 		if err := errs[wf.File]; err != nil {
-			f.Status, f.Error = "stale", h.opts.Gate.PublicError(err)
+			f.Status, f.Error = "stale", h.publicError(err)
 		}
 		seen[wf.File] = true
 		out = append(out, f)
 	}
 	for file, err := range errs {
 		if !seen[file] {
-			out = append(out, fileRow{File: h.relFile(file), Status: "failed", Error: h.opts.Gate.PublicError(err)})
+			out = append(out, fileRow{File: h.relFile(file), Status: "failed", Error: h.publicError(err)})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].File < out[j].File })
@@ -304,7 +306,7 @@ func (h *Handler) relFile(f string) string {
 // most recently changed first, at most maxInstances; total counts them
 // all.
 func (h *Handler) instances(ctx context.Context, workflow string) (rows []instanceRow, total int, err error) {
-	x := h.opts.Gate.Instances()
+	x := h.opts.Instances
 	keys, err := x.Store().List(ctx)
 	if err != nil {
 		return nil, 0, err
@@ -336,11 +338,11 @@ func (h *Handler) instances(ctx context.Context, workflow string) (rows []instan
 }
 
 func (h *Handler) row(ctx context.Context, k store.Key, rec store.Record) instanceRow {
-	x := h.opts.Gate.Instances()
+	x := h.opts.Instances
 	row := instanceRow{Workflow: k.Machine, Handle: k.Handle, Updated: rec.Updated, Timers: rec.Timers, Reset: rec.IsReset()}
 	s, err := x.Snapshot(ctx, k.Machine, k.Handle)
 	switch {
-	case errors.Is(err, gate.ErrUnknownWorkflow):
+	case errors.Is(err, workflow.ErrUnknownWorkflow):
 		row.Status = "not served"
 	case err != nil:
 		row.Status, row.Err = "unreadable", err.Error()
@@ -355,17 +357,17 @@ func (h *Handler) row(ctx context.Context, k store.Key, rec store.Record) instan
 }
 
 type workflowData struct {
-	Workflow  *gate.Workflow
+	Workflow  *workflow.Workflow
 	File      fileRow
 	SVG       template.HTML
 	SVGError  string
-	Tools     []*gate.Tool
+	Tools     []*workflow.Tool
 	Instances []instanceRow
 	Total     int
 }
 
-func (h *Handler) findWorkflow(id string) *gate.Workflow {
-	for _, wf := range h.opts.Gate.Workflows() {
+func (h *Handler) findWorkflow(id string) *workflow.Workflow {
+	for _, wf := range h.opts.Instances.Workflows() {
 		if wf.ID == id {
 			return wf
 		}
@@ -406,9 +408,9 @@ type auditRow struct {
 }
 
 type instanceData struct {
-	Workflow    *gate.Workflow
+	Workflow    *workflow.Workflow
 	Row         instanceRow
-	State       *gate.State
+	State       *workflow.State
 	Context     string
 	Output      string
 	SVG         template.HTML
@@ -424,7 +426,7 @@ type instanceData struct {
 func (h *Handler) instance(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id, handle := r.PathValue("workflow"), r.PathValue("handle")
-	x := h.opts.Gate.Instances()
+	x := h.opts.Instances
 	k := store.Key{Machine: id, Handle: handle}
 	rec, _, err := x.Store().Load(ctx, k)
 	notStored := errors.Is(err, store.ErrNotFound)
@@ -511,7 +513,7 @@ func (h *Handler) notFound(w http.ResponseWriter, r *http.Request, what, why str
 
 // diagram draws a workflow's machine, with an instance's active states
 // and context when value is set.
-func (h *Handler) diagram(ctx context.Context, wf *gate.Workflow, value, context any, title string) (template.HTML, string) {
+func (h *Handler) diagram(ctx context.Context, wf *workflow.Workflow, value, context any, title string) (template.HTML, string) {
 	tools := make(map[string]string, len(wf.Tools))
 	for _, t := range wf.Tools {
 		tools[t.Event] = t.Name
@@ -675,15 +677,32 @@ func (h *Handler) reset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, handle := r.PostForm.Get("workflow"), r.PostForm.Get("handle")
-	err := h.opts.Gate.Instances().Reset(r.Context(), id, handle, "reset by an operator (the inspector's reset button)")
+	err := h.opts.Instances.Reset(r.Context(), id, handle, "reset by an operator (the inspector's reset button)")
 	if err != nil {
 		status := http.StatusConflict
-		if errors.Is(err, gate.ErrUnknownWorkflow) || errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, workflow.ErrUnknownWorkflow) || errors.Is(err, store.ErrNotFound) {
 			status = http.StatusNotFound
 		}
 		http.Error(w, "The instance was not reset: "+err.Error(), status)
 		return
 	}
 	h.log.Info("instance reset by an operator from the inspector", "machine", id, "handle", handle)
-	http.Redirect(w, r, gate.InspectLink(Prefix, id, handle), http.StatusSeeOther)
+	http.Redirect(w, r, Link(Prefix, id, handle), http.StatusSeeOther)
+}
+
+// publicError renders a machine file's error as the status tool shows it
+// to clients (workflow.PublicError).
+func (h *Handler) publicError(err error) string {
+	dir := ""
+	if h.opts.Library != nil {
+		dir = h.opts.Library.Dir()
+	}
+	return workflow.PublicError(dir, err)
+}
+
+// Link is the address of an instance's page under an inspector's base
+// address ("http://127.0.0.1:3001/inspect", or Prefix): base/WORKFLOW/HANDLE,
+// each part path-escaped.
+func Link(base, workflow, handle string) string {
+	return strings.TrimSuffix(base, "/") + "/" + url.PathEscape(workflow) + "/" + url.PathEscape(handle)
 }

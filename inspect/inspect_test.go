@@ -18,7 +18,9 @@ import (
 
 	"github.com/stategate/stategate/gate"
 	"github.com/stategate/stategate/inspect"
+	"github.com/stategate/stategate/internal/watch"
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/workflow"
 	"github.com/stategate/stategate/xstate"
 	"github.com/stategate/stategate/xstate/js"
 )
@@ -55,17 +57,25 @@ func start(t testing.TB, hopts gate.HTTPOptions, reset bool, extra map[string]st
 	base := "http://" + srv.Listener.Addr().String()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	st := store.NewMemory()
-	g := gate.New(gate.Options{Store: st, Logger: log, InspectURL: base + inspect.Prefix})
-	lib := gate.NewLibrary(g, &xstate.Loader{Modules: &js.Host{}}, dir, "")
-	if err := lib.Reload(); err != nil {
+	g := gate.New(gate.Options{Store: st, Logger: log, InspectLink: func(w, h string) string { return inspect.Link(base+inspect.Prefix, w, h) }})
+	lib := workflow.NewLibrary(workflow.LibraryOptions{Dir: dir, Loader: &xstate.Loader{Modules: &js.Host{}}, Logger: log, Serve: g.Reloaded})
+	wt, err := watch.NewTree(dir, 0, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lib.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go func() { _ = lib.Watch(ctx) }()
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		wt.Run(ctx, func() { _ = lib.Reload(ctx) })
+	}()
+	t.Cleanup(func() { cancel(); <-watching; wt.Close() })
 	go func() { _ = g.RunTimers(ctx) }()
 	h := g.HTTPHandler(hopts)
-	ins := inspect.New(inspect.Options{Gate: g, Library: lib, Reset: reset, Logger: log})
+	ins := inspect.New(inspect.Options{Instances: g.Instances(), Library: lib, Reset: reset, Logger: log})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
 	mux.Handle("/", h.Guard(ins))

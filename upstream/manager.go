@@ -94,6 +94,45 @@ type Manager struct {
 	mu      sync.Mutex
 	servers map[string]*server
 	closed  bool
+
+	// subMu guards subs, the functions Subscribe gave.
+	subMu sync.Mutex
+	subs  map[int]func()
+	nsub  int
+}
+
+// Subscribe calls f, as OnChange is called, after the tools of a server
+// changed. The returned function ends the subscription.
+func (m *Manager) Subscribe(f func()) (cancel func()) {
+	m.subMu.Lock()
+	defer m.subMu.Unlock()
+	if m.subs == nil {
+		m.subs = map[int]func(){}
+	}
+	id := m.nsub
+	m.nsub++
+	m.subs[id] = f
+	return func() {
+		m.subMu.Lock()
+		delete(m.subs, id)
+		m.subMu.Unlock()
+	}
+}
+
+// tell calls OnChange and the subscribers.
+func (m *Manager) tell() {
+	if m.onChange != nil {
+		m.onChange()
+	}
+	m.subMu.Lock()
+	fns := make([]func(), 0, len(m.subs))
+	for _, f := range m.subs {
+		fns = append(fns, f)
+	}
+	m.subMu.Unlock()
+	for _, f := range fns {
+		f()
+	}
 }
 
 // New returns a Manager with no servers; Apply gives it some.
@@ -119,15 +158,11 @@ func (m *Manager) notifier() {
 	for {
 		select {
 		case <-m.changed:
-			if m.onChange != nil {
-				m.onChange()
-			}
+			m.tell()
 		case <-m.quit:
 			select {
 			case <-m.changed:
-				if m.onChange != nil {
-					m.onChange()
-				}
+				m.tell()
 			default:
 			}
 			return

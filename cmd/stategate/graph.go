@@ -10,10 +10,10 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/stategate/stategate/gate"
 	"github.com/stategate/stategate/graph"
 	"github.com/stategate/stategate/interp"
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/workflow"
 	"github.com/stategate/stategate/xstate"
 	"github.com/stategate/stategate/xstate/js"
 )
@@ -33,7 +33,7 @@ func (c *graphCmd) Run(stdout io.Writer) error {
 	}
 	loader := &xstate.Loader{Modules: &js.Host{}}
 	m, id, tools := (*interp.Machine)(nil), "", map[string]string{}
-	w, _, err := gate.LoadWorkflow(loader, c.File, "")
+	w, _, err := workflow.Load(loader, c.File, "")
 	if err == nil {
 		m, id = w.Machine, w.ID
 		for _, t := range w.Tools {

@@ -20,6 +20,7 @@ import (
 	"github.com/stategate/stategate/conformance"
 	"github.com/stategate/stategate/gate"
 	"github.com/stategate/stategate/upstream"
+	"github.com/stategate/stategate/workflow"
 	"github.com/stategate/stategate/xstate"
 	"github.com/stategate/stategate/xstate/js"
 )
@@ -94,7 +95,7 @@ type checkCmd struct {
 }
 
 func (c *checkCmd) Run(stdout io.Writer) error {
-	report, err := gate.Check(&xstate.Loader{Modules: &js.Host{}}, c.Files, c.HandleKey)
+	report, err := workflow.Check(&xstate.Loader{Modules: &js.Host{}}, c.Files, c.HandleKey)
 	if err != nil {
 		return err
 	}
@@ -133,12 +134,12 @@ func checkUpstreams(file, handleKey string, report *xstate.Report) ([]string, er
 	defer cancel()
 	ups.Apply(ctx, cfg)
 	_ = ups.Ready(ctx)
-	var ws []*gate.Workflow
+	var ws []*workflow.Workflow
 	for _, r := range report.Files {
 		if r.Failed || r.Machine == nil {
 			continue
 		}
-		w, err := gate.NewWorkflow(r.Machine, gate.WorkflowOptions{HandleKey: handleKey})
+		w, err := workflow.New(r.Machine, workflow.Options{HandleKey: handleKey})
 		if err != nil {
 			continue // reported by Check
 		}

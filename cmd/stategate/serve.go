@@ -25,8 +25,10 @@ import (
 
 	"github.com/stategate/stategate/gate"
 	"github.com/stategate/stategate/inspect"
+	"github.com/stategate/stategate/internal/watch"
 	"github.com/stategate/stategate/store"
 	"github.com/stategate/stategate/upstream"
+	"github.com/stategate/stategate/workflow"
 	"github.com/stategate/stategate/xstate"
 	"github.com/stategate/stategate/xstate/js"
 )
@@ -108,31 +110,33 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 			log.Info("store closed", "saves", saves, "commits", commits)
 		}
 	}()
-	opts := gate.Options{Store: st, Logger: log, EventTimeout: c.EventTime}
+	inst := workflow.NewInstances(workflow.InstancesOptions{Store: st, Logger: log, EventTimeout: c.EventTime})
+	opts := gate.Options{Instances: inst, Logger: log}
+	var inspectBase string
 	if c.HTTP == "" {
 		opts.SharedInstance = c.Instance
 	} else {
-		opts.InspectURL = inspectURL(ln.Addr(), c.AllowHost)
+		inspectBase = inspectURL(ln.Addr(), c.AllowHost)
+		opts.InspectLink = func(w, h string) string { return inspect.Link(inspectBase, w, h) }
 	}
 	upFile, upCfg, err := loadUpstreams(c.Upstreams)
 	if err != nil {
 		return err
 	}
-	var g *gate.Gate
 	var ups *upstream.Manager
 	if upCfg != nil {
-		ups = upstream.New(upstream.Options{Log: log, OnChange: func() { g.UpstreamsChanged() }})
+		ups = upstream.New(upstream.Options{Log: log})
 		defer ups.Close() // upstream servers stop with stategate
 		opts.Upstreams = ups
 	}
-	g = gate.New(opts)
+	g := gate.New(opts)
 	mcpSrv := server.NewMCPServer("stategate", version, server.WithInstructions(gate.Instructions), server.WithRecovery())
 	if err := g.Bind(mcpSrv); err != nil {
 		return err
 	}
 	loader := &xstate.Loader{Root: c.Machines, Modules: &js.Host{Timeout: c.JSTimeout, Memory: int64(c.JSMemory), Console: log}}
-	lib := gate.NewLibrary(g, loader, c.Machines, c.HandleKey)
-	if err := lib.Reload(); err != nil {
+	lib := workflow.NewLibrary(workflow.LibraryOptions{Dir: c.Machines, Loader: loader, HandleKey: c.HandleKey, Logger: log, Serve: g.Reloaded})
+	if err := lib.Reload(ctx); err != nil {
 		return err
 	}
 	if ups != nil {
@@ -153,13 +157,18 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 	}
 	ms := g.Workflows()
 	for _, m := range ms {
-		log.Info("serving", "machine", m.ID, "file", m.File, "tools", len(m.Tools)+2, "handleKey", m.HandleKey)
+		log.Info("serving", "machine", m.ID, "file", m.File, "tools", len(m.ToolNames()), "handleKey", m.HandleKey)
 	}
 	if len(ms) == 0 {
 		log.Warn("no machine to serve", "folder", c.Machines)
 	}
 	go func() {
-		if err := lib.Watch(ctx); err != nil {
+		err := watch.Tree(ctx, c.Machines, 0, log, func() {
+			if err := lib.Reload(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				log.Error("reloading machines", "err", err)
+			}
+		})
+		if err != nil {
 			log.Error("not watching the machines folder", "err", err)
 		}
 	}()
@@ -186,7 +195,7 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 	}
 	h := g.HTTPHandler(hopts)
 	// The inspector's pages, behind the checks of /mcp.
-	ins := inspect.New(inspect.Options{Gate: g, Library: lib, Reset: c.InspReset, Logger: log})
+	ins := inspect.New(inspect.Options{Instances: inst, Library: lib, Reset: c.InspReset, Logger: log})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
 	mux.Handle("/", h.Guard(ins))
@@ -197,7 +206,7 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 	srv.RegisterOnShutdown(h.Close)
 	srv.RegisterOnShutdown(ins.Close)
 	log.Info("serving MCP over Streamable HTTP", "url", fmt.Sprintf("http://%s/mcp", ln.Addr()), "store", where, "cores", runtime.GOMAXPROCS(0))
-	log.Info("inspector", "url", opts.InspectURL, "reset", c.InspReset)
+	log.Info("inspector", "url", inspectBase, "reset", c.InspReset)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -34,6 +34,7 @@ import (
 	"github.com/stategate/stategate/gate"
 	"github.com/stategate/stategate/interp"
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/workflow"
 	"github.com/stategate/stategate/xstate"
 )
 
@@ -84,7 +85,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	if err := g.SetWorkflows([]*gate.Workflow{invoice}); err != nil {
+	if err := g.SetWorkflows([]*workflow.Workflow{invoice}); err != nil {
 		return err
 	}
 	// discharge does the work of the invoice's DISCHARGE step.
@@ -128,7 +129,7 @@ func sharedInstance(addr string) string {
 
 // invoiceWorkflow is the invoice: a JSON config (invoice.json) with its
 // guard and actions in Go.
-func invoiceWorkflow() (*gate.Workflow, error) {
+func invoiceWorkflow() (*workflow.Workflow, error) {
 	reg := xstate.NewRegistry().
 		Guard("hasLines", func(a interp.Args, _ any) (bool, error) {
 			return len(lines(a.Context)) > 0, nil
@@ -145,7 +146,7 @@ func invoiceWorkflow() (*gate.Workflow, error) {
 	if err != nil {
 		return nil, err
 	}
-	return gate.NewWorkflow(m, gate.WorkflowOptions{})
+	return workflow.New(m, workflow.Options{})
 }
 
 func lines(ctx any) []any {

@@ -1,4 +1,4 @@
-package gate
+package workflow
 
 import (
 	"cmp"
@@ -27,8 +27,11 @@ type Workflow struct {
 	Version string // content hash of its sources
 	// Sources are the files it was built from: the file, its
 	// implementations module, and the files they import.
-	Sources   []string
-	listing   string // hash of what its tools look like to clients
+	Sources []string
+	// Listing hashes what clients are shown of its tools (names, titles,
+	// descriptions, schemas, annotations): a reload that keeps it changes
+	// no client's list.
+	Listing   string
 	Machine   *interp.Machine
 	HandleKey string // the argument that picks the instance; "" for none
 
@@ -55,11 +58,12 @@ type Tool struct {
 	// initial state (meta.tool.compactDescription), "" when none.
 	Compact string
 	// Title and Hints are meta.tool.title and meta.tool.annotations.
-	Title   string
-	Hints   map[string]bool
-	Schema  map[string]any // the input schema as listed
-	schema  *jsonschema.Schema
-	machine *Workflow
+	Title  string
+	Hints  map[string]bool
+	Schema map[string]any // the input schema as listed
+	schema *jsonschema.Schema
+	// Workflow is the workflow whose tool it is.
+	Workflow *Workflow
 
 	// Upstream, when set, is the upstream tool ("server/tool") the event
 	// is bound to (meta.tool.upstream): the tool is that one, forwarded,
@@ -67,12 +71,17 @@ type Tool struct {
 	// {type, error}, when it fails (meta.tool.onError).
 	Upstream string
 	OnError  string
-	// What meta.tool and the transition gave, which an upstream tool's own
-	// definition yields to.
-	described, titled, schemed, hinted bool
+	// Given says what meta.tool and the transition gave, which an
+	// upstream tool's own definition yields to.
+	Given Given
 	// Accepting are the states that take the event (their paths).
 	Accepting []string
 }
+
+// Given says which parts of a tool's definition the machine gave (the
+// transition's description, meta.tool's title, input schema and
+// annotations), rather than defaults.
+type Given struct{ Description, Title, Schema, Hints bool }
 
 // A StateTool is an upstream tool that states list (meta.tools): it is
 // listed, and forwarded, while one of them (or a descendant) is active,
@@ -83,10 +92,11 @@ type StateTool struct {
 	States   []*interp.StateNode
 }
 
-// splitUpstream splits "server/tool".
-func splitUpstream(ref string) (server, tool string, ok bool) {
+// SplitUpstream splits an upstream tool's reference, "server/tool": a
+// server name of the upstreams file and a tool name.
+func SplitUpstream(ref string) (server, tool string, ok bool) {
 	server, tool, ok = strings.Cut(ref, "/")
-	return server, tool, ok && validServerName(server) && validToolName(tool)
+	return server, tool, ok && validServerName(server) && ValidToolName(tool)
 }
 
 // validServerName is an upstreams file's rule for server names.
@@ -129,9 +139,9 @@ func workflowID(m *interp.Machine, file string) string {
 	return strings.TrimSuffix(base, filepath.Ext(base))
 }
 
-// LoadWorkflow loads a machine file and builds its tools. defaultHandleKey
+// Load loads a machine file and builds its tools. defaultHandleKey
 // applies when the machine's meta sets none.
-func LoadWorkflow(l *xstate.Loader, file, defaultHandleKey string) (*Workflow, []xstate.Diagnostic, error) {
+func Load(l *xstate.Loader, file, defaultHandleKey string) (*Workflow, []xstate.Diagnostic, error) {
 	m, warns, err := l.Load(file)
 	if err != nil {
 		return nil, warns, err
@@ -156,8 +166,8 @@ func LoadWorkflow(l *xstate.Loader, file, defaultHandleKey string) (*Workflow, [
 	return gm, warns, nil
 }
 
-// WorkflowOptions configure a workflow made in memory (NewWorkflow).
-type WorkflowOptions struct {
+// Options configure a workflow made in memory (New).
+type Options struct {
 	// ID is the workflow's id (the prefix of its tools' names); the
 	// machine's id when empty.
 	ID string
@@ -170,11 +180,11 @@ type WorkflowOptions struct {
 	Version string
 }
 
-// NewWorkflow makes a workflow of a machine made in memory (for example
-// by xstate.Loader.Parse from a config and a Registry), as LoadWorkflow
-// makes one of a file: its tools are built from its events, and a guard,
-// actor or delay it names with no implementation is an error.
-func NewWorkflow(m *interp.Machine, o WorkflowOptions) (*Workflow, error) {
+// New makes a workflow of a machine made in memory (for example by
+// xstate.Loader.Parse from a config and a Registry), as Load makes one of
+// a file: its tools are built from its events, and a guard, actor or
+// delay it names with no implementation is an error.
+func New(m *interp.Machine, o Options) (*Workflow, error) {
 	var missing []string
 	for _, d := range xstate.MissingDiagnostics("", m) {
 		if !d.Warning {
@@ -184,9 +194,10 @@ func NewWorkflow(m *interp.Machine, o WorkflowOptions) (*Workflow, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("workflow %s: %s", cmp.Or(o.ID, m.ID), strings.Join(missing, "; "))
 	}
-	w, err := newWorkflow(m, cmp.Or(o.ID, workflowID(m, "")), "", o.HandleKey)
+	id := cmp.Or(o.ID, workflowID(m, ""))
+	w, err := newWorkflow(m, id, "", o.HandleKey)
 	if err != nil {
-		return nil, fmt.Errorf("workflow %s: %w", w.ID, err)
+		return nil, fmt.Errorf("workflow %s: %w", id, err)
 	}
 	w.Version = o.Version
 	if w.Version == "" {
@@ -206,7 +217,7 @@ func NewWorkflow(m *interp.Machine, o WorkflowOptions) (*Workflow, error) {
 func listingVersion(m *Workflow) string {
 	h := sha256.New()
 	enc := json.NewEncoder(h)
-	_ = enc.Encode([]string{m.ID, m.HandleKey, m.StatusTool, m.ResetTool})
+	_ = enc.Encode([]string{m.ID, m.HandleKey, m.StatusTool, m.ResetTool, m.StartTool})
 	for _, t := range m.Tools {
 		_ = enc.Encode([]any{t.Name, t.Event, t.Description, t.Compact, t.Schema, t.Title, t.Hints, t.Upstream, t.OnError})
 	}
@@ -251,9 +262,9 @@ type toolMeta struct {
 // toolHints are the annotations a machine may give a tool.
 var toolHints = []string{"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
 
-// validToolName is MCP's rule for tool names: 1 to 128 of A-Z, a-z,
+// ValidToolName is MCP's rule for tool names: 1 to 128 of A-Z, a-z,
 // 0-9, '_', '-' and '.'.
-func validToolName(s string) bool {
+func ValidToolName(s string) bool {
 	if len(s) == 0 || len(s) > 128 {
 		return false
 	}
@@ -289,7 +300,7 @@ func metaTool(meta any) (toolMeta, error) {
 		v := t[key]
 		switch key {
 		case "name":
-			if tm.Name, err = str(key, v); err == nil && !validToolName(tm.Name) {
+			if tm.Name, err = str(key, v); err == nil && !ValidToolName(tm.Name) {
 				err = fmt.Errorf("meta.tool.name %q is not a tool name: use 1 to 128 letters, digits, '_', '-' or '.'", tm.Name)
 			}
 		case "title":
@@ -319,7 +330,7 @@ func metaTool(meta any) (toolMeta, error) {
 			}
 		case "upstream":
 			if tm.Upstream, err = str(key, v); err == nil {
-				if _, _, ok := splitUpstream(tm.Upstream); !ok {
+				if _, _, ok := SplitUpstream(tm.Upstream); !ok {
 					err = fmt.Errorf("meta.tool.upstream %q is not SERVER/TOOL (a server of the upstreams file, and one of its tools)", tm.Upstream)
 				}
 			}
@@ -344,7 +355,7 @@ func newWorkflow(m *interp.Machine, id, file, defaultHandleKey string) (*Workflo
 	}
 	names := map[string]string{} // tool name -> event
 	for _, ev := range m.EventTypes {
-		t := &Tool{Event: ev, machine: gm}
+		t := &Tool{Event: ev, Workflow: gm}
 		var accepting []string
 		var tm toolMeta
 		for _, n := range m.Nodes {
@@ -387,11 +398,10 @@ func newWorkflow(m *interp.Machine, id, file, defaultHandleKey string) (*Workflo
 			}
 		}
 		t.Accepting = accepting
-		t.described = t.Description != ""
-		t.titled, t.schemed, t.hinted = tm.Title != "", tm.InputSchema != nil, tm.Hints != nil
+		t.Given = Given{Description: t.Description != "", Title: tm.Title != "", Schema: tm.InputSchema != nil, Hints: tm.Hints != nil}
 		t.Name = toolName(gm.ID, ev)
 		if tm.Upstream != "" {
-			_, t.Name, _ = splitUpstream(tm.Upstream)
+			_, t.Name, _ = SplitUpstream(tm.Upstream)
 			t.Upstream = tm.Upstream
 		} else if tm.OnError != "" {
 			return nil, fmt.Errorf("event %s: meta.tool.onError is for a tool bound to an upstream (meta.tool.upstream)", ev)
@@ -444,7 +454,7 @@ func newWorkflow(m *interp.Machine, id, file, defaultHandleKey string) (*Workflo
 	if init, _, err := m.Initial(nil); err == nil {
 		gm.initSnap = init
 	}
-	gm.listing = listingVersion(gm)
+	gm.Listing = listingVersion(gm)
 	return gm, nil
 }
 
@@ -485,7 +495,7 @@ func (m *Workflow) stateTools(names map[string]string) error {
 		}
 		for _, v := range list {
 			ref, _ := v.(string)
-			_, tool, ok := splitUpstream(ref)
+			_, tool, ok := SplitUpstream(ref)
 			if !ok {
 				return fmt.Errorf("state %s: meta.tools: %v is not SERVER/TOOL (a server of the upstreams file, and one of its tools)", n.PathString(), v)
 			}
@@ -512,8 +522,8 @@ func (m *Workflow) stateTools(names map[string]string) error {
 	return nil
 }
 
-// active reports whether one of the tool's states is.
-func (t *StateTool) active(s *interp.Snapshot) bool {
+// Active reports whether one of the tool's states is.
+func (t *StateTool) Active(s *interp.Snapshot) bool {
 	for _, n := range t.States {
 		if s.Active(n) {
 			return true
@@ -558,15 +568,15 @@ func inputSchema(given map[string]any, handleKey string) (map[string]any, error)
 		if props == nil {
 			props = map[string]any{}
 		}
-		props[handleKey] = handleProperty()
+		props[handleKey] = HandleProperty()
 		schema["properties"] = props
 		schema["required"] = append([]any{handleKey}, req...)
 	}
 	return schema, nil
 }
 
-// handleProperty is the schema of a handle argument.
-func handleProperty() map[string]any {
+// HandleProperty is the schema of a handle argument.
+func HandleProperty() map[string]any {
 	return map[string]any{"type": "string", "minLength": 1, "maxLength": MaxHandle, "description": "Which instance of the workflow to act on."}
 }
 
@@ -583,14 +593,37 @@ func compileSchema(name string, schema map[string]any) (*jsonschema.Schema, erro
 	return c.Compile(url)
 }
 
-// statusSchema is the input schema of the status and reset tools.
-func (m *Workflow) statusSchema() map[string]any {
+// HandleSchema is the input schema of a tool that takes nothing but the
+// instance's handle (the status and reset tools): the handle key's
+// argument, when the workflow has one.
+func (m *Workflow) HandleSchema() map[string]any {
 	s, _ := inputSchema(nil, m.HandleKey)
 	return s
 }
 
-// initialState reports whether a snapshot is in the machine's initial
-// configuration (for compact descriptions).
-func (m *Workflow) initialState(s *interp.Snapshot) bool {
+// IsInitial reports whether a snapshot is in the machine's initial
+// configuration (where tools have their compact descriptions).
+func (m *Workflow) IsInitial(s *interp.Snapshot) bool {
 	return m.initSnap != nil && s.SameStates(m.initSnap)
+}
+
+// Initial returns the machine's initial state, as a session that has no
+// instance yet sees it; nil when the machine cannot start.
+func (m *Workflow) Initial() *interp.Snapshot { return m.initSnap }
+
+// ToolOf returns the tool of an event, nil when the machine takes no such
+// event.
+func (m *Workflow) ToolOf(event string) *Tool { return m.byEvent[event] }
+
+// ToolNames lists the names of a workflow's tools, built-in ones
+// included.
+func (m *Workflow) ToolNames() []string {
+	out := []string{m.StatusTool, m.ResetTool, m.StartTool}
+	for _, t := range m.Tools {
+		out = append(out, t.Name)
+	}
+	for _, t := range m.StateTools {
+		out = append(out, t.Name)
+	}
+	return out
 }

@@ -1,10 +1,11 @@
-package gate
+package workflow
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -12,24 +13,25 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
-
-	"github.com/fsnotify/fsnotify"
 
 	"github.com/stategate/stategate/xstate"
 )
 
-// Debounce is how long the watcher waits after a change to a machine
-// folder before it reloads: editors write a file in several steps.
-const Debounce = 100 * time.Millisecond
-
-// Library keeps the machines of a folder: the last good version of each
-// file, and the error of a file that fails to load now.
+// Library keeps the workflows of a folder of machine files: the last good
+// version of each file, and the error of a file that fails to load now.
+// Reload loads the folder again (a watcher of the folder calls it after
+// each change); each reload gives what to serve now to Serve. The library
+// knows nothing of how files are watched, nor of who serves its
+// workflows.
 type Library struct {
 	dir       string
 	loader    *xstate.Loader
 	handleKey string
-	g         *Gate
+	log       *slog.Logger
+	serve     func(Reload) error
+
+	// reloadMu serializes reloads.
+	reloadMu sync.Mutex
 
 	mu     sync.Mutex
 	good   map[string]*Workflow // by file
@@ -46,21 +48,56 @@ type Library struct {
 	// helpers are the modules that export no machine (modules the
 	// machines import), by file, with their versions.
 	helpers map[string]string
-	// served is what the gate serves, by file.
+	// served is what was served last, by file.
 	served map[string]*Workflow
 
 	// reloaded are told after every reload (Subscribe).
 	reloaded listeners[struct{}]
 }
 
-// NewLibrary makes a library of a folder served by a gate. A Loader with
-// no Root gets the folder as its root: machine files read only files
-// inside it.
-func NewLibrary(g *Gate, l *xstate.Loader, dir, handleKey string) *Library {
-	if l.Root == "" {
-		l.Root = dir
+// A Reload is what a library serves after loading its folder.
+type Reload struct {
+	// Dir is the library's folder.
+	Dir string
+	// Workflows are the workflows to serve, sorted by file: each file's
+	// last good version (a file that fails now may still serve one).
+	Workflows []*Workflow
+	// Failed are the files that fail to load now, with their errors.
+	Failed map[string]error
+}
+
+// LibraryOptions configure a Library.
+type LibraryOptions struct {
+	// Dir is the folder of machine files (subfolders too, but hidden
+	// ones).
+	Dir string
+	// Loader loads the files; one with no Root gets Dir as its root:
+	// machine files read only files inside it.
+	Loader *xstate.Loader
+	// HandleKey is the argument that picks an instance, for machines
+	// whose meta.handleKey names none.
+	HandleKey string
+	// Logger receives what the library says of the files (added,
+	// reloaded, removed, rejected); slog.Default() when nil.
+	Logger *slog.Logger
+	// Serve is given what to serve after each reload (a gate's
+	// Reloaded). A Serve that fails fails the reload.
+	Serve func(Reload) error
+}
+
+// NewLibrary makes the library of a folder.
+func NewLibrary(o LibraryOptions) *Library {
+	if o.Loader == nil {
+		o.Loader = &xstate.Loader{}
 	}
-	return &Library{dir: dir, loader: l, handleKey: handleKey, g: g, good: map[string]*Workflow{}, errors: map[string]error{}, helpers: map[string]string{},
+	if o.Loader.Root == "" {
+		o.Loader.Root = o.Dir
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Library{dir: o.Dir, loader: o.Loader, handleKey: o.HandleKey, log: o.Logger, serve: o.Serve,
+		good: map[string]*Workflow{}, errors: map[string]error{}, helpers: map[string]string{},
 		warned: map[string]string{}, irregular: map[string]bool{}}
 }
 
@@ -80,8 +117,14 @@ func (lib *Library) Errors() map[string]error {
 // Reload loads the folder again: files whose content changed are loaded
 // and validated fully before they replace their last good version; a file
 // that fails keeps its last good version serving; a deleted file takes its
-// tools away. Sessions whose tool list changes are told.
-func (lib *Library) Reload() error {
+// tools away. What to serve then goes to Serve, and subscribers are told.
+// Reloads are serialized.
+func (lib *Library) Reload(ctx context.Context) error {
+	lib.reloadMu.Lock()
+	defer lib.reloadMu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	files, irregular, err := machineFiles(lib.dir)
 	if err != nil {
 		return err
@@ -109,7 +152,7 @@ func (lib *Library) Reload() error {
 		if v, ok := lib.helpers[f]; ok && v == fileVersion(f) {
 			continue // a module that exports no machine, unchanged
 		}
-		m, warns, err := LoadWorkflow(lib.loader, f, lib.handleKey)
+		m, warns, err := Load(lib.loader, f, lib.handleKey)
 		results[f] = loaded{m: m, warns: warns, err: err, fresh: true}
 	}
 	var good []*Workflow
@@ -130,7 +173,7 @@ func (lib *Library) Reload() error {
 			// served. (A machine file that stops exporting its machine
 			// keeps its last good version, as for any other error.)
 			if _, known := lib.helpers[f]; !known {
-				lib.g.log.Info("not served on its own: imported by a machine, or exports none", "file", f)
+				lib.log.Info("not served on its own: imported by a machine, or exports none", "file", f)
 			}
 			lib.helpers[f] = ""
 			if noMachine && !imported[absPath(f)] {
@@ -149,14 +192,14 @@ func (lib *Library) Reload() error {
 			continue
 		}
 		if old := lib.good[f]; old != nil && r.fresh {
-			lib.g.log.Info("machine reloaded", "machine", r.m.ID, "file", f, "version", r.m.Version)
+			lib.log.Info("machine reloaded", "machine", r.m.ID, "file", f, "version", r.m.Version)
 		}
 		delete(lib.errors, f)
 		lib.good[f] = r.m
 	}
 	for f, m := range lib.good {
 		if !present[f] {
-			lib.g.log.Info("machine file removed: its tools are gone", "machine", m.ID, "file", f)
+			lib.log.Info("machine file removed: its tools are gone", "machine", m.ID, "file", f)
 			delete(lib.good, f)
 		}
 	}
@@ -179,22 +222,23 @@ func (lib *Library) Reload() error {
 	lib.copies(ms)
 	for f, err := range lib.errors {
 		if before[f] == nil || before[f].Error() != err.Error() {
-			lib.g.log.Error("machine file rejected; its last good version (if any) keeps serving", "file", f, "err", err)
+			lib.log.Error("machine file rejected; its last good version (if any) keeps serving", "file", f, "err", err)
 		}
 	}
 	if lib.loaded {
 		for _, m := range ms {
 			if lib.served[m.File] == nil {
-				lib.g.log.Info("machine added", "machine", m.ID, "file", m.File, "tools", len(m.Tools)+2, "version", m.Version)
+				lib.log.Info("machine added", "machine", m.ID, "file", m.File, "tools", len(m.ToolNames()), "version", m.Version)
 			}
 		}
 	}
 	lib.loaded = true
 	lib.mu.Unlock()
-	lib.g.setErrors(lib.Errors(), lib.dir)
-	defer lib.reloaded.tell(struct{}{})
-	if err := lib.g.SetWorkflows(ms); err != nil {
-		return err
+	defer lib.reloaded.tell(ctx, struct{}{})
+	if lib.serve != nil {
+		if err := lib.serve(Reload{Dir: lib.dir, Workflows: ms, Failed: lib.Errors()}); err != nil {
+			return err
+		}
 	}
 	lib.mu.Lock()
 	lib.served = map[string]*Workflow{}
@@ -204,6 +248,27 @@ func (lib *Library) Reload() error {
 	lib.mu.Unlock()
 	return nil
 }
+
+// Workflows returns the workflows served after the last reload, sorted
+// by file.
+func (lib *Library) Workflows() []*Workflow {
+	lib.mu.Lock()
+	defer lib.mu.Unlock()
+	out := slices.Collect(maps.Values(lib.served))
+	sort.Slice(out, func(i, j int) bool { return out[i].File < out[j].File })
+	return out
+}
+
+// Subscribe calls f after every reload (whether or not anything changed):
+// what is served and the files' errors (Errors) are the new ones when f
+// runs. f must return quickly. The returned function ends the
+// subscription.
+func (lib *Library) Subscribe(f func()) (cancel func()) {
+	return lib.reloaded.add(func(context.Context, struct{}) { f() })
+}
+
+// Dir returns the library's folder.
+func (lib *Library) Dir() string { return lib.dir }
 
 // withoutClashes returns the good machines to serve, sorted by file,
 // leaving out a file whose machine takes a machine id or tool name that
@@ -266,7 +331,7 @@ func (c *claims) taken(m *Workflow) (kind, name, file string) {
 	if f, dup := c.ids[m.ID]; dup {
 		return "id", m.ID, f
 	}
-	for _, n := range toolNames(m) {
+	for _, n := range m.ToolNames() {
 		if f, dup := c.names[n]; dup {
 			return "tool", n, f
 		}
@@ -280,21 +345,9 @@ func (c *claims) take(m *Workflow, file string) {
 		c.ids, c.names = map[string]string{}, map[string]string{}
 	}
 	c.ids[m.ID] = file
-	for _, n := range toolNames(m) {
+	for _, n := range m.ToolNames() {
 		c.names[n] = file
 	}
-}
-
-// toolNames lists the names of a machine's tools, built-in ones included.
-func toolNames(m *Workflow) []string {
-	out := []string{m.StatusTool, m.ResetTool, m.StartTool}
-	for _, t := range m.Tools {
-		out = append(out, t.Name)
-	}
-	for _, t := range m.StateTools {
-		out = append(out, t.Name)
-	}
-	return out
 }
 
 // importedBy returns the files (absolute paths) that machines were built
@@ -317,70 +370,6 @@ func absPath(f string) string {
 		return a
 	}
 	return f
-}
-
-// Watch reloads the folder whenever something under it changes (atomic
-// saves, in-place writes, renames, deletes, new subfolders), after
-// Debounce, until ctx ends.
-func (lib *Library) Watch(ctx context.Context) error {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return err
-	}
-	defer w.Close()
-	addTree := func(root string) {
-		_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return nil
-			}
-			if d.IsDir() {
-				if path != lib.dir && strings.HasPrefix(d.Name(), ".") {
-					return filepath.SkipDir
-				}
-				if err := w.Add(path); err != nil {
-					lib.g.log.Warn("cannot watch folder", "dir", path, "err", err)
-				}
-			}
-			return nil
-		})
-	}
-	addTree(lib.dir)
-	var timer *time.Timer
-	fire := make(chan struct{}, 1)
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case err, ok := <-w.Errors:
-			if !ok {
-				return nil
-			}
-			lib.g.log.Warn("watching machines", "err", err)
-		case ev, ok := <-w.Events:
-			if !ok {
-				return nil
-			}
-			if ev.Has(fsnotify.Create) {
-				if info, err := os.Stat(ev.Name); err == nil && info.IsDir() {
-					addTree(ev.Name)
-				}
-			}
-			if timer == nil {
-				timer = time.AfterFunc(Debounce, func() {
-					select {
-					case fire <- struct{}{}:
-					default:
-					}
-				})
-			} else {
-				timer.Reset(Debounce)
-			}
-		case <-fire:
-			if err := lib.Reload(); err != nil && !errors.Is(err, context.Canceled) {
-				lib.g.log.Error("reloading machines", "err", err)
-			}
-		}
-	}
 }
 
 // machineFiles lists the machine files of a folder and its subfolders:
@@ -422,7 +411,7 @@ func (lib *Library) skipIrregular(files []string) {
 	for _, f := range files {
 		now[f] = true
 		if !lib.irregular[f] {
-			lib.g.log.Warn("not a regular file (a FIFO, a device or a socket): skipped; machine files are regular files", "file", f)
+			lib.log.Warn("not a regular file (a FIFO, a device or a socket): skipped; machine files are regular files", "file", f)
 		}
 	}
 	lib.irregular = now
@@ -446,7 +435,7 @@ func (lib *Library) warnOnce(f string, warns []xstate.Diagnostic) {
 	}
 	lib.warned[f] = key.String()
 	for _, w := range warns {
-		lib.g.log.Warn(w.String())
+		lib.log.Warn(w.String())
 	}
 }
 
@@ -484,4 +473,25 @@ func copyHint(file string) string {
 		hint += fmt.Sprintf(" (and, for a JSON machine, its implementations beside it, as %s.impl.ts)", stem)
 	}
 	return hint
+}
+
+// ErrToolClash is wrapped by the error of a machine whose id or tool
+// names another machine has (SetWorkflows, a library's file that copies
+// another's).
+var ErrToolClash = errors.New("tool name clash")
+
+// PublicError renders a machine file's error for clients: the file, line
+// and what is wrong, without quoting a line of the file
+// (xstate.PublicError), with paths relative to the machines folder dir
+// (the server's own folders are not the clients' business).
+func PublicError(dir string, err error) string {
+	s := xstate.PublicError(err)
+	if dir == "" {
+		return s
+	}
+	for _, r := range []string{absPath(dir), filepath.Clean(dir)} {
+		s = strings.ReplaceAll(s, r+string(filepath.Separator), "")
+		s = strings.ReplaceAll(s, " "+r, "")
+	}
+	return s
 }

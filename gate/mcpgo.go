@@ -1,0 +1,438 @@
+package gate
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// This file holds every place where the gate works around what mcp-go
+// v1.2.1 lacks, each with the change to mcp-go that would remove it. The
+// gate uses mcp-go's public API only.
+
+// plug adds the gate to an mcp-go server (Bind).
+//
+//   - Listing by state. mcp-go's tool filter (WithToolFilter) gates
+//     listing and calling alike, and answers a call to a filtered tool
+//     with a bare -32602 "tool not found", where the gate answers with
+//     FORBIDDEN and the tools allowed now; it is also asked about every
+//     call. So the gate lists through an AfterListTools hook instead: it
+//     rewrites the page mcp-go listed (listTools), and calls reach the
+//     tools' handlers, which refuse. (With a host's pagination, a page
+//     may then hold fewer tools than the limit, or none, and a cursor.)
+//     Would remove it: a list-only filter, or a filter told whether it is
+//     asked for a list or a call.
+//   - Calls to unknown tools. mcp-go has no handler for unknown tools: a
+//     BeforeCallTool hook routes a call to a tool nobody registered to a
+//     hidden one of the gate's (unknownTool), with the name asked for in
+//     its _meta. Would remove it: a handler for unknown tools.
+//   - Notifications to the sessions concerned. With the tools
+//     capability's listChanged, mcp-go tells every client whenever a
+//     tool is registered or removed, which is what clients of revision
+//     2026-07-28 listen for (subscriptions/listen); the gate registers a
+//     tool only when its definition changed, and tells each session of an
+//     earlier revision when its own list changed (tellListChanged). Would
+//     remove it: per-session list notifications.
+//   - Protocol revisions. mcp-go negotiates any revision it knows,
+//     2024-11-05 included, which has no Streamable HTTP (negotiate).
+//     Would remove it: versions negotiated per transport.
+func (g *Gate) plug(srv *server.MCPServer) {
+	hooks := srv.GetHooks()
+	if hooks == nil {
+		hooks = &server.Hooks{}
+		server.WithHooks(hooks)(srv)
+	}
+	hooks.AddOnRegisterSession(func(ctx context.Context, s server.ClientSession) { g.addSession(ctx, s.SessionID()) })
+	hooks.AddOnUnregisterSession(func(ctx context.Context, s server.ClientSession) { g.dropSession(s.SessionID()) })
+	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, result *mcp.InitializeResult) {
+		if result == nil {
+			return
+		}
+		if result.Capabilities.Tools != nil {
+			result.Capabilities.Tools.ListChanged = true
+		}
+		negotiate(ctx, result)
+	})
+	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, result *mcp.ListToolsResult) {
+		if result != nil {
+			result.Tools = g.listTools(ctx, result.Tools)
+		}
+	})
+	hooks.AddBeforeCallTool(func(ctx context.Context, _ any, req *mcp.CallToolRequest) {
+		if req != nil && g.srv.Load().GetTool(req.Params.Name) == nil {
+			if req.Params.Meta == nil {
+				req.Params.Meta = &mcp.Meta{}
+			}
+			req.Params.Meta.SetMetaField(metaRequestedTool, req.Params.Name)
+			req.Params.Name = unknownTool
+		}
+	})
+	server.WithToolCapabilities(true)(srv)
+	// Revision 2026-07-28's tool list is the same for every caller, and
+	// changes only with the machine files and the upstream servers.
+	server.WithMethodCacheHints(mcp.MethodToolsList, ListTTL.Milliseconds(), mcp.CacheScopePrivate)(srv)
+	srv.Use(g.gateBound)
+	srv.AddTool(mcp.NewTool(unknownTool, mcp.WithDescription("(never listed: answers calls to unknown tools)")), g.handleUnknown)
+}
+
+// gateBound is the gate's tool handler middleware: a call of a bound tool
+// (whose handler is the host's, which the host may register again at any
+// time) goes through callBound; any other goes to its handler.
+func (g *Gate) gateBound(next server.ToolHandlerFunc) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if ref, ok := g.lookup(req.Params.Name); ok && ref.kind == boundTool {
+			return g.callBound(ctx, ref, req, next)
+		}
+		g.setMu.Lock()
+		b := g.bindings[req.Params.Name]
+		g.setMu.Unlock()
+		if b != nil {
+			// Bound to a workflow that is not served (now).
+			return errorResult("FORBIDDEN", fmt.Sprintf("FORBIDDEN: %s is bound to the %s workflow, which is not served now", b.name, b.workflow), nil), nil
+		}
+		return next(ctx, req)
+	}
+}
+
+// unknownTool is the hidden tool that calls to unknown tools are routed
+// to, with the name asked for in their _meta (metaRequestedTool).
+const (
+	unknownTool       = "stategate.unknown-tool"
+	metaRequestedTool = "stategate/requestedTool"
+)
+
+// handleUnknown answers a call to a tool that is not served (see plug):
+// UNKNOWN, with the tools the caller may call now.
+func (g *Gate) handleUnknown(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	name := unknownTool
+	if req.Params.Meta != nil {
+		if n, ok := req.Params.Meta.AdditionalFields[metaRequestedTool].(string); ok {
+			name = n
+		}
+	}
+	var now []string
+	for _, sh := range g.shownTo(ctx, g.sessionOf(ctx)) {
+		now = append(now, sh.tools...)
+	}
+	slices.Sort(now)
+	return textResult(fmt.Sprintf("UNKNOWN: no tool named %q is served. Tools available now: %s.", name, joinTools(now)),
+		map[string]any{"error": "UNKNOWN", "tool": name, "allowed": now}, true), nil
+}
+
+// negotiate keeps an initialize's protocol version within what the
+// transport serves: mcp-go accepts any revision it knows, 2024-11-05
+// included, which has no Streamable HTTP; the client then gets the newest
+// one the transport serves.
+func negotiate(ctx context.Context, result *mcp.InitializeResult) {
+	served := server.SupportedProtocolVersionsFromContext(ctx)
+	if slices.Contains(served, result.ProtocolVersion) {
+		return
+	}
+	for _, v := range served {
+		if !mcp.IsModernProtocol(v) {
+			result.ProtocolVersion = v
+			if s, ok := server.ClientSessionFromContext(ctx).(interface{ SetProtocolVersion(string) }); ok {
+				s.SetProtocolVersion(v)
+			}
+			return
+		}
+	}
+}
+
+// tellListChanged tells a session that its tool list changed.
+//
+// mcp-go's Streamable HTTP transport forwards a session's notifications
+// into the answer of its request from a goroutine of its own, and drops
+// one it has taken but not yet written when the answer is written first
+// (one call in twenty on two cores). On the gate's own HTTP endpoint the
+// gate therefore writes list_changed into answers itself: into the answer
+// of the request that changed the list, ahead of the result, or, for a
+// session with no stream open, into the answer of its next request
+// (pending). Elsewhere (stdio, which writes notifications as they are
+// sent; a host's own transport) mcp-go sends it, once until the session
+// makes a request or opens a stream (notified). Would remove it: the
+// forwarder writing what it took even when the answer is written first.
+func (g *Gate) tellListChanged(ctx context.Context, s *session) {
+	if a := answerOf(ctx); a != nil && a.session == s.id && a.listChanged() {
+		return
+	}
+	if s.answered.Load() && !s.streaming.Load() {
+		s.pending.Store(true)
+		return
+	}
+	if !s.streaming.Load() && !s.notified.CompareAndSwap(false, true) {
+		return // one waits to be delivered already
+	}
+	if !g.sendListChanged(s) {
+		s.notified.Store(false) // not told: the next change tries again
+	}
+}
+
+// sendListChanged sends list_changed to a session through mcp-go.
+func (g *Gate) sendListChanged(s *session) bool {
+	srv := g.srv.Load()
+	if srv == nil {
+		return false
+	}
+	if err := srv.SendNotificationToSpecificClient(s.id, string(mcp.MethodNotificationToolsListChanged), nil); err != nil {
+		g.log.Debug("cannot notify session", "session", s.name, "err", err)
+		return false
+	}
+	return true
+}
+
+// answerKey carries a POST's answer in its request's context.
+type answerKey struct{}
+
+func answerOf(ctx context.Context) *answer {
+	a, _ := ctx.Value(answerKey{}).(*answer)
+	return a
+}
+
+// listChangedEvent is notifications/tools/list_changed as an event of an
+// event stream.
+const listChangedEvent = "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n"
+
+// answer is a POST's answer as mcp-go writes it (its HTTPResponseWriter),
+// through which the gate writes list_changed for the request's session
+// (see tellListChanged): ahead of a JSON answer, by turning the answer
+// into an event stream of two events; on an answer already streaming, as
+// an event of its own.
+type answer struct {
+	w       http.ResponseWriter
+	flusher http.Flusher
+	session string // the request's session id, "" when none
+
+	mu       sync.Mutex
+	pending  bool   // list_changed to write ahead of the answer
+	started  bool   // the status was written
+	stream   bool   // the answer is an event stream
+	wrapped  bool   // a JSON answer made an event stream: its body, buffered
+	body     []byte // the wrapped answer's body
+	finished bool
+}
+
+func newAnswer(w http.ResponseWriter, session string) *answer {
+	a := &answer{w: w, session: session}
+	a.flusher, _ = w.(http.Flusher)
+	return a
+}
+
+func (a *answer) Header() http.Header { return a.w.Header() }
+
+func (a *answer) WriteHeader(code int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.writeHeader(code)
+}
+
+func (a *answer) writeHeader(code int) {
+	if a.started {
+		return
+	}
+	a.started = true
+	h := a.w.Header()
+	ct := h.Get("Content-Type")
+	switch {
+	case a.pending && code == http.StatusOK && strings.HasPrefix(ct, "application/json"):
+		a.stream, a.wrapped = true, true
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Del("Content-Length")
+		a.w.WriteHeader(code)
+	case strings.HasPrefix(ct, "text/event-stream"):
+		a.stream = true
+		a.w.WriteHeader(code)
+		if a.pending {
+			a.pending = false
+			_, _ = a.w.Write([]byte(listChangedEvent))
+		}
+	default:
+		a.w.WriteHeader(code)
+	}
+}
+
+func (a *answer) Write(p []byte) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.writeHeader(http.StatusOK)
+	if a.wrapped {
+		a.body = append(a.body, p...)
+		return len(p), nil
+	}
+	return a.w.Write(p)
+}
+
+func (a *answer) Flush() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.wrapped && a.flusher != nil {
+		a.flusher.Flush()
+	}
+}
+
+func (a *answer) CanStream() bool { return a.flusher != nil }
+
+// SetWriteDeadline bounds the writes to a client that stalls.
+func (a *answer) SetWriteDeadline(t time.Time) error {
+	return http.NewResponseController(a.w).SetWriteDeadline(t)
+}
+
+// listChanged writes list_changed into the answer, or ahead of it; false
+// when it is too late (a JSON answer already written).
+func (a *answer) listChanged() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.finished || a.started && !a.stream:
+		return false
+	case !a.started || a.wrapped:
+		a.pending = true
+	default: // streaming
+		_, _ = a.w.Write([]byte(listChangedEvent))
+		if a.flusher != nil {
+			a.flusher.Flush()
+		}
+	}
+	return true
+}
+
+// finish ends the answer once mcp-go has written it: a JSON answer made
+// an event stream goes out with the list_changed before it, in one write.
+// It reports whether a list_changed is left that the answer did not
+// carry (an answer with no body, or an error).
+func (a *answer) finish() (undelivered bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.finished = true
+	if !a.wrapped {
+		return a.pending
+	}
+	body := []byte(strings.TrimRight(string(a.body), "\n"))
+	out := make([]byte, 0, len(listChangedEvent)+len(body)+24)
+	if a.pending {
+		out = append(out, listChangedEvent...)
+	}
+	out = append(out, "event: message\ndata: "...)
+	out = append(out, body...)
+	out = append(out, "\n\n"...)
+	_, _ = a.w.Write(out)
+	return false
+}
+
+// discard is a response writer that writes nowhere: the answer to a
+// request the gate makes of mcp-go's handler itself (end).
+type discard struct{ h http.Header }
+
+func (d *discard) Header() http.Header {
+	if d.h == nil {
+		d.h = http.Header{}
+	}
+	return d.h
+}
+func (d *discard) WriteHeader(int)             {}
+func (d *discard) Write(p []byte) (int, error) { return len(p), nil }
+func (d *discard) Flush()                      {}
+func (d *discard) CanStream() bool             { return false }
+
+// end ends a session as a DELETE would. mcp-go has no call to end a
+// session of its Streamable HTTP transport (its state, its GET stream,
+// the hooks that hear of it), so the gate makes a DELETE of its own
+// through the transport's handler. Would remove it: a public
+// StreamableHTTPServer.CloseSession(id).
+func (h *HTTPHandler) end(id string) {
+	hdr := http.Header{}
+	hdr.Set(server.HeaderKeySessionID, id)
+	h.inner.Handle(&discard{}, &server.HTTPRequest{Method: http.MethodDelete, Header: hdr, Context: context.Background()})
+}
+
+// sessionIDs issues and checks the session ids of the HTTP endpoint (it is
+// mcp-go's SessionIdManager): ids are 128 random bits, only ids it issued
+// and that have not ended are valid, and there are at most max of them.
+// mcp-go's own manager accepts any id on a GET (and makes a session of
+// it), and has no bound on sessions. Would remove it: a bounded manager
+// that accepts only the ids it issued.
+type sessionIDs struct {
+	mu   sync.Mutex
+	max  int
+	live map[string]*sessionUse
+	// evict ends a session (through mcp-go, which then calls Terminate).
+	evict func(id string)
+}
+
+// sessionUse is what the endpoint knows of a session's use.
+type sessionUse struct {
+	lastSeen  atomic.Int64 // UnixNano of its last request
+	inflight  atomic.Int32 // requests under way
+	streaming atomic.Bool  // a GET stream is open
+}
+
+func (u *sessionUse) idle() bool { return u.inflight.Load() == 0 && !u.streaming.Load() }
+
+func (s *sessionIDs) get(id string) *sessionUse {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.live[id]
+}
+
+// admit makes room for a new session: at the bound, it ends the session
+// idle longest; it reports false when every session is busy.
+func (s *sessionIDs) admit() bool {
+	s.mu.Lock()
+	if len(s.live) < s.max {
+		s.mu.Unlock()
+		return true
+	}
+	oldest, when := "", int64(0)
+	for id, u := range s.live {
+		if t := u.lastSeen.Load(); u.idle() && (oldest == "" || t < when) {
+			oldest, when = id, t
+		}
+	}
+	s.mu.Unlock()
+	if oldest == "" {
+		return false
+	}
+	s.evict(oldest)
+	return true
+}
+
+// Generate issues a new session id.
+func (s *sessionIDs) Generate() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	u := &sessionUse{}
+	u.lastSeen.Store(time.Now().UnixNano())
+	s.mu.Lock()
+	s.live[id] = u
+	s.mu.Unlock()
+	return id
+}
+
+// Validate accepts the live ids it issued.
+func (s *sessionIDs) Validate(id string) (isTerminated bool, err error) {
+	if s.get(id) == nil {
+		return false, errors.New("unknown or ended session")
+	}
+	return false, nil
+}
+
+// Terminate ends a session.
+func (s *sessionIDs) Terminate(id string) (isNotAllowed bool, err error) {
+	s.mu.Lock()
+	delete(s.live, id)
+	s.mu.Unlock()
+	return false, nil
+}

@@ -1,0 +1,114 @@
+package workflow
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/stategate/stategate/interp"
+)
+
+// Validate checks a call's arguments against the tool's input schema.
+func (t *Tool) Validate(args map[string]any) error {
+	var inst any = map[string]any{}
+	if plainJSON(args) {
+		inst = args
+	} else if args != nil {
+		// The validator wants plain JSON values.
+		data, err := json.Marshal(args)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(data, &inst); err != nil {
+			return err
+		}
+	}
+	if err := t.schema.Validate(inst); err != nil {
+		return fmt.Errorf("the arguments of %s do not match its input schema: %s", t.Name, schemaError(err))
+	}
+	return nil
+}
+
+// plainJSON reports whether v holds only the values encoding/json decodes
+// to (as arguments that came over the wire do), which the validator takes
+// as they are.
+func plainJSON(v any) bool {
+	switch x := v.(type) {
+	case nil, bool, string, float64, json.Number:
+		return true
+	case map[string]any:
+		if x == nil {
+			return false
+		}
+		for _, e := range x {
+			if !plainJSON(e) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		for _, e := range x {
+			if !plainJSON(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// schemaError renders a validation error without the schema's URL.
+func schemaError(err error) string {
+	lines := strings.Split(err.Error(), "\n")
+	var out []string
+	for _, l := range lines[1:] {
+		if l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "-")); l != "" {
+			out = append(out, l)
+		}
+	}
+	if len(out) == 0 {
+		return lines[0]
+	}
+	return strings.Join(out, "; ")
+}
+
+// MaxHandle bounds the length of a handle, in bytes.
+const MaxHandle = 256
+
+// ErrBadHandle is wrapped by CheckHandle's errors.
+var ErrBadHandle = errors.New("invalid handle")
+
+// CheckHandle reports whether a string may be a handle: 1 to MaxHandle
+// bytes of UTF-8 text, with no control characters.
+func CheckHandle(h string) error {
+	switch {
+	case h == "":
+		return fmt.Errorf("%w: is required and must be a non-empty string", ErrBadHandle)
+	case len(h) > MaxHandle:
+		return fmt.Errorf("%w: must be at most %d bytes (it has %d)", ErrBadHandle, MaxHandle, len(h))
+	case !utf8.ValidString(h):
+		return fmt.Errorf("%w: must be valid UTF-8", ErrBadHandle)
+	}
+	for i, r := range h {
+		if unicode.IsControl(r) || r == utf8.RuneError {
+			return fmt.Errorf("%w: must be printable text (a control character at byte %d)", ErrBadHandle, i)
+		}
+	}
+	return nil
+}
+
+// Accepts reports whether a snapshot would take an event now, as a
+// tool's listing decides it: the instance is active, and XState's
+// snapshot.can says yes, or a guard said no after reading the event's
+// payload (the call's arguments decide).
+func Accepts(s *interp.Snapshot, event string) bool {
+	if s.Status != interp.StatusActive {
+		return false
+	}
+	ev, probe := interp.ProbeEvent(event)
+	ok, _ := s.Can(ev)
+	return ok || probe.Read()
+}

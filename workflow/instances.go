@@ -1,0 +1,653 @@
+package workflow
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/store"
+)
+
+// Instances keeps the instances of a set of workflows in a store: it
+// loads an instance (from a cache, else the store, else afresh), runs an
+// event on it under the event deadline, stores the new snapshot with its
+// audit entry before anyone sees it, fires its timers when they fall due,
+// and runs one event at a time per instance (events on different
+// instances run in parallel). It knows nothing of MCP: a gate serves its
+// workflows as tools, and Go code sends them events directly (Send).
+type Instances struct {
+	store   store.Store
+	log     *slog.Logger
+	timeout time.Duration
+	clock   clockwork.Clock
+
+	// workflows are the workflows served, by id, replaced whole.
+	workflows atomic.Pointer[map[string]*Workflow]
+
+	locks keyedMutex
+
+	cacheMu sync.Mutex
+	cache   map[store.Key]*Instance
+
+	sched *scheduler
+
+	// run names this process in the intents it writes (store.Intent.Run).
+	run string
+
+	// watchers are told of every change of a stored instance (Subscribe).
+	watchers listeners[Change]
+}
+
+// InstancesOptions configure Instances.
+type InstancesOptions struct {
+	// Store keeps the instances; a memory store when nil.
+	Store store.Store
+	// Logger receives the logs; slog.Default() when nil.
+	Logger *slog.Logger
+	// EventTimeout bounds the work of one event on an instance (a call's,
+	// a timer's, an instance's start), all the steps and the events its
+	// actors send one another included; DefaultEventTimeout when zero.
+	EventTimeout time.Duration
+	// Clock tells the time of timers, audit entries and the machines'
+	// own clocks (delays, Date-like reads); the wall clock when nil.
+	// Tests give a fake one (clockwork.NewFakeClock) and advance it.
+	Clock clockwork.Clock
+}
+
+// NewInstances makes Instances with no workflow yet (see SetWorkflows).
+func NewInstances(o InstancesOptions) *Instances {
+	x := &Instances{store: o.Store, log: o.Logger, timeout: o.EventTimeout, clock: o.Clock,
+		cache: map[store.Key]*Instance{}, sched: newScheduler(), run: rand.Text()[:16]}
+	if x.store == nil {
+		x.store = store.NewMemory()
+	}
+	if x.log == nil {
+		x.log = slog.Default()
+	}
+	if x.timeout <= 0 {
+		x.timeout = DefaultEventTimeout
+	}
+	if x.clock == nil {
+		x.clock = clockwork.NewRealClock()
+	}
+	x.workflows.Store(&map[string]*Workflow{})
+	return x
+}
+
+// Store returns the store the instances are kept in.
+func (x *Instances) Store() store.Store { return x.store }
+
+// Workflow returns a served workflow by id, nil when none.
+func (x *Instances) Workflow(id string) *Workflow { return (*x.workflows.Load())[id] }
+
+// Workflows returns the served workflows, sorted by id.
+func (x *Instances) Workflows() []*Workflow {
+	m := *x.workflows.Load()
+	out := make([]*Workflow, 0, len(m))
+	for _, w := range m {
+		out = append(out, w)
+	}
+	slices.SortFunc(out, func(a, b *Workflow) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// ErrDuplicate is returned by SetWorkflows for two workflows of one id.
+var ErrDuplicate = errors.New("two workflows have one id")
+
+// SetWorkflows replaces the workflows whose instances are kept. Two
+// workflows of one id are an error (ErrDuplicate), and nothing changes.
+func (x *Instances) SetWorkflows(ws ...*Workflow) error {
+	m := make(map[string]*Workflow, len(ws))
+	for _, w := range ws {
+		if other, dup := m[w.ID]; dup {
+			return fmt.Errorf("%w: %q is the id of the workflows of %s and %s", ErrDuplicate, w.ID, origin(other), origin(w))
+		}
+		m[w.ID] = w
+	}
+	x.workflows.Store(&m)
+	return nil
+}
+
+// origin names where a workflow comes from, for errors.
+func origin(w *Workflow) string {
+	if w.File != "" {
+		return w.File
+	}
+	return "a workflow made in memory"
+}
+
+// Instance is a workflow's instance as stored at a version (or as it
+// starts, before it is stored): immutable, shared by whoever loads it.
+type Instance struct {
+	Workflow *Workflow
+	Handle   string
+	Snapshot *interp.Snapshot
+	// Version is its version in the store; 0: not stored yet.
+	Version uint64
+	// Timers are its pending delayed events.
+	Timers []store.Timer
+	// Migrated is set when its stored state no longer existed in the
+	// machine and it was moved to a surviving one; the next save records
+	// it in the audit trail.
+	Migrated *store.Migration
+}
+
+// Key is the instance's key in the store.
+func (in *Instance) Key() store.Key { return instanceKey(in.Workflow, in.Handle) }
+
+// maxCached bounds the instances kept in memory.
+const maxCached = 1 << 14
+
+// Load returns an instance: from the cache, else restored from the store,
+// else as it starts (its entry actions run), which is not stored. The
+// cache is authoritative: this process is the only writer of its store.
+func (x *Instances) Load(ctx context.Context, w *Workflow, handle string) (*Instance, error) {
+	key := instanceKey(w, handle)
+	x.cacheMu.Lock()
+	in := x.cache[key]
+	x.cacheMu.Unlock()
+	if in != nil && in.Workflow == w {
+		return in, nil
+	}
+	rec, version, err := x.store.Load(ctx, key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		snap, timers, err := x.fresh(ctx, w)
+		if err != nil {
+			return nil, err
+		}
+		in = &Instance{Workflow: w, Handle: handle, Snapshot: snap, Timers: timers}
+	case err == nil && rec.IsReset():
+		// Reset by an operator: it starts afresh, and its version goes
+		// on from the reset's.
+		snap, timers, err := x.fresh(ctx, w)
+		if err != nil {
+			return nil, err
+		}
+		in = &Instance{Workflow: w, Handle: handle, Snapshot: snap, Version: version, Timers: timers}
+	case err != nil:
+		return nil, err
+	default:
+		if in, err = x.restore(w, handle, rec, version); err != nil {
+			return nil, err
+		}
+	}
+	x.remember(key, in)
+	return in, nil
+}
+
+// restore makes the instance of a stored record. A machine file that
+// changed may have lost the instance's state: the instance moves to the
+// nearest surviving ancestor's initial state, and that is logged, never
+// silent.
+func (x *Instances) restore(w *Workflow, handle string, rec store.Record, version uint64) (*Instance, error) {
+	var p interp.Persisted
+	if err := json.Unmarshal(rec.Snapshot, &p); err != nil {
+		return nil, fmt.Errorf("instance %s/%s: %w", w.ID, handle, err)
+	}
+	var migrated *store.Migration
+	if pruned, cut := w.Machine.Prune(p.Value); cut {
+		migrated = &store.Migration{From: p.Value.Plain(), FromVersion: rec.MachineVersion, ToVersion: w.Version}
+		p.Value = pruned
+	}
+	snap, err := w.Machine.Restore(&p)
+	if err != nil {
+		return nil, fmt.Errorf("instance %s/%s: %w", w.ID, handle, err)
+	}
+	if migrated != nil {
+		migrated.To = snap.Value()
+		// The states as the status tool shows them: the restored one,
+		// not the pruned value ({} for the initial state).
+		from, _ := json.Marshal(migrated.From)
+		if s, ok := migrated.From.(string); ok {
+			from = []byte(s)
+		}
+		x.log.Warn("instance migrated: its state no longer exists in the machine",
+			"machine", w.ID, "handle", handle, "from", string(from), "to", StateString(snap),
+			"machineVersion", w.Version, "storedWith", rec.MachineVersion)
+	}
+	return &Instance{Workflow: w, Handle: handle, Snapshot: snap, Version: version, Timers: rec.Timers, Migrated: migrated}, nil
+}
+
+func (x *Instances) remember(key store.Key, in *Instance) {
+	x.cacheMu.Lock()
+	defer x.cacheMu.Unlock()
+	if len(x.cache) >= maxCached {
+		for k := range x.cache { // drop an arbitrary eighth
+			delete(x.cache, k)
+			if len(x.cache) < maxCached*7/8 {
+				break
+			}
+		}
+	}
+	x.cache[key] = in
+}
+
+func (x *Instances) forget(key store.Key) {
+	x.cacheMu.Lock()
+	delete(x.cache, key)
+	x.cacheMu.Unlock()
+}
+
+// save stores an instance's new snapshot if nobody changed it since it was
+// loaded, and returns the stored instance. Subscribers are told.
+func (x *Instances) save(ctx context.Context, in *Instance, snap *interp.Snapshot, timers []store.Timer, audit *store.AuditEntry) (*Instance, error) {
+	data, err := snap.MarshalJSON() // as json.Marshal writes it, without its second pass
+	if err != nil {
+		return nil, err
+	}
+	key := in.Key()
+	if audit == nil && in.Migrated != nil {
+		audit = &store.AuditEntry{Tool: "(migration)"}
+	}
+	now := x.clock.Now()
+	if audit != nil {
+		audit.Migrated = in.Migrated
+		audit.Time = now
+		audit.Machine, audit.MachineVersion, audit.Handle = in.Workflow.ID, in.Workflow.Version, in.Handle
+		audit.From, audit.To = in.Snapshot.Value(), snap.Value()
+		if audit.Intent != nil {
+			audit.Intent.Run = x.run
+		}
+	}
+	rec := store.Record{Snapshot: data, MachineVersion: in.Workflow.Version, Updated: now, Timers: timers, Audit: audit}
+	v, err := x.store.Save(ctx, key, rec, in.Version)
+	if err != nil {
+		x.forget(key) // reload from the store next time
+		return nil, err
+	}
+	next := &Instance{Workflow: in.Workflow, Handle: in.Handle, Snapshot: snap, Version: v, Timers: timers}
+	x.remember(key, next)
+	x.sched.set(key, timers)
+	x.watchers.tell(context.WithoutCancel(ctx), Change{Workflow: in.Workflow.ID, Handle: in.Handle, Version: v, Moved: snap != in.Snapshot})
+	return next, nil
+}
+
+// fresh starts a new instance (its entry actions run) and returns its
+// snapshot and timers; an error when its start did not end within the
+// event deadline, or ctx ended first.
+func (x *Instances) fresh(ctx context.Context, w *Workflow) (*interp.Snapshot, []store.Timer, error) {
+	ctx, cancel := x.eventContext(ctx)
+	defer cancel()
+	a := interp.NewActor(w.Machine, interp.ActorOptions{ID: w.ID, Clock: x.actorClock(), Context: ctx})
+	a.Start()
+	snap, timers := detached(a), storedTimers(a.PendingTimers())
+	a.Stop()
+	if err := snap.Err(); errors.Is(err, interp.ErrStopped) {
+		return nil, nil, fmt.Errorf("starting the %s workflow: %w", w.ID, err)
+	}
+	return snap, timers, nil
+}
+
+// detached is an actor's snapshot before it stops, with its children as
+// they are persisted rather than actors that stop with it: the next call
+// makes them again from it (a child machine resumes, a callback actor
+// starts again).
+func detached(a *interp.Actor) *interp.Snapshot {
+	s := a.Snapshot()
+	if d, err := s.Detach(); err == nil {
+		return d
+	}
+	return s // a child that cannot be persisted: saving it fails alike
+}
+
+// stepOutcome is what an event did to an instance.
+type stepOutcome struct {
+	snap    *interp.Snapshot
+	timers  []store.Timer
+	emitted []map[string]any
+	// crash is set when the engine panicked (a bug of stategate's): the
+	// outcome is then the instance as it was.
+	crash error
+}
+
+// step runs an event on an instance, with its pending timers, on the
+// instances' clock (timers fire through the scheduler, not the actor's).
+// A timer that fires (fired) is left out of them, and its event goes to
+// the actor of the instance it is for (a child's own timer, a delayed
+// send). The event's work is bounded by the event deadline and by ctx (a
+// request whose client went away): stopped, the snapshot has status
+// error and an error wrapping interp.ErrStopped, and the caller keeps the
+// instance.
+func (x *Instances) step(ctx context.Context, in *Instance, ev interp.Event, fired *store.Timer) (out stepOutcome) {
+	ctx, cancel := x.eventContext(ctx)
+	defer cancel()
+	defer func() {
+		if r := recover(); r != nil {
+			// A bug of the engine must not take the server down, nor
+			// change the instance: the event is refused.
+			x.log.Error("internal error while running a machine; the instance keeps its state",
+				"machine", in.Workflow.ID, "handle", in.Handle, "event", ev.Type, "panic", r, "stack", string(debug.Stack()))
+			out = stepOutcome{snap: in.Snapshot, timers: in.Timers, crash: fmt.Errorf("internal error in stategate while handling %s: %v", ev.Type, r)}
+		}
+	}()
+	var pending []interp.PendingTimer
+	for _, t := range in.Timers {
+		if fired != nil && t.Same(*fired) {
+			continue
+		}
+		e, _ := interp.EventFromObject(t.Event)
+		pending = append(pending, interp.PendingTimer{ID: t.ID, Event: e, Due: float64(t.Due.UnixMilli()), Path: t.Path, To: t.To})
+	}
+	a := interp.NewActor(in.Workflow.Machine, interp.ActorOptions{
+		ID: in.Workflow.ID, Snapshot: in.Snapshot, Timers: pending, Clock: x.actorClock(), Context: ctx,
+		OnEmit: func(e interp.Event) { out.emitted = append(out.emitted, e.Object()) },
+	})
+	a.Start()
+	to := a
+	if fired != nil {
+		// The actor the event goes to; nil when it is gone.
+		if fired.To != "" {
+			to = a.ActorAt(fired.To)
+		} else {
+			to = a.Descendant(fired.Path)
+		}
+	}
+	if to != nil {
+		to.Send(ev)
+	}
+	out.snap, out.timers = detached(a), storedTimers(a.PendingTimers())
+	a.Stop()
+	return out
+}
+
+func storedTimers(ts []interp.PendingTimer) []store.Timer {
+	if len(ts) == 0 {
+		return nil
+	}
+	out := make([]store.Timer, len(ts))
+	for i, t := range ts {
+		out[i] = store.Timer{ID: t.ID, Event: t.Event.Object(), Due: time.UnixMilli(int64(t.Due)), Path: t.Path, To: t.To}
+	}
+	return out
+}
+
+// instanceKey names an instance of a workflow, as the store does.
+func instanceKey(w *Workflow, handle string) store.Key {
+	return store.Key{Machine: w.ID, Handle: handle}
+}
+
+// DefaultEventTimeout is how long one event on an instance may take, all
+// its steps included, when InstancesOptions.EventTimeout is zero: far
+// more than a machine's own work takes (a step is microseconds, a call
+// into JavaScript at most a second), and less than an MCP client waits.
+const DefaultEventTimeout = 5 * time.Second
+
+// eventContext bounds the work of one event on an instance: it ends at
+// the event deadline, or when ctx does (a request whose client went
+// away).
+func (x *Instances) eventContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, x.timeout, &deadlineError{x.timeout})
+}
+
+// deadlineError is the cause of an event stopped at its deadline; it
+// wraps context.DeadlineExceeded.
+type deadlineError struct{ d time.Duration }
+
+func (e *deadlineError) Error() string {
+	return fmt.Sprintf("it ran out of time: the event did not settle within the event deadline of %v", e.d)
+}
+
+func (e *deadlineError) Unwrap() error { return context.DeadlineExceeded }
+
+// ErrUnknownWorkflow is returned for a workflow that is not served.
+var ErrUnknownWorkflow = errors.New("no such workflow")
+
+// ErrRejected is wrapped by the error of an event that the instance does
+// not take in its state (XState's snapshot.can says no): nothing changed.
+var ErrRejected = errors.New("the workflow does not take the event now")
+
+// ErrFailed is wrapped by the error of an event whose step failed (a guard
+// or action threw, the event ran out of time, or stategate itself
+// failed): the instance keeps its state.
+var ErrFailed = errors.New("the event failed")
+
+// An EventError is the error of an event that was rejected (ErrRejected)
+// or failed (ErrFailed), with the instance as it was, and stays.
+type EventError struct {
+	// Kind is ErrRejected or ErrFailed.
+	Kind error
+	// Cause says why, when something did (a guard that threw, the
+	// deadline); nil for a plain refusal.
+	Cause    error
+	Instance *Instance
+}
+
+func (e *EventError) Error() string {
+	msg := fmt.Sprintf("%s %s: %v in state %s", e.Instance.Workflow.ID, e.Instance.Handle, e.Kind, StateString(e.Instance.Snapshot))
+	if e.Cause != nil {
+		msg += ": " + e.Cause.Error()
+	}
+	return msg
+}
+
+func (e *EventError) Unwrap() []error {
+	if e.Cause == nil {
+		return []error{e.Kind}
+	}
+	return []error{e.Kind, e.Cause}
+}
+
+// A SaveError is the error of an event whose new state could not be
+// stored, with the instance as it was (and stays, unless Err is
+// store.ErrOutcomeUnknown).
+type SaveError struct {
+	Err      error
+	Instance *Instance
+}
+
+func (e *SaveError) Error() string {
+	return fmt.Sprintf("%s %s: the new state cannot be stored: %v", e.Instance.Workflow.ID, e.Instance.Handle, e.Err)
+}
+func (e *SaveError) Unwrap() error { return e.Err }
+
+// StateString renders a state value for messages: "review", or
+// {"a":"x","b":"y"}.
+func StateString(s *interp.Snapshot) string {
+	v := s.Value()
+	if str, ok := v.(string); ok {
+		return str
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// State is an instance as Go code sees it.
+type State struct {
+	Workflow, Handle string
+	// Value is the state value, as XState shows it: "review", or
+	// {"payment": "pending", "shipping": "packed"}.
+	Value any
+	// Status is active, done, error or stopped.
+	Status  string
+	Context any
+	// Output is the workflow's output once it is done.
+	Output any
+	// Error is why the workflow failed, when it did.
+	Error string
+	// Version is the instance's version in the store (0: not stored yet).
+	Version uint64
+	// Timers are its pending delayed events.
+	Timers []store.Timer
+	// Emitted are the events the machine emitted during a Send.
+	Emitted []map[string]any
+}
+
+// State returns the instance as Go code sees it.
+func (in *Instance) State() *State {
+	s := &State{Workflow: in.Workflow.ID, Handle: in.Handle, Value: in.Snapshot.Value(), Status: in.Snapshot.Status.String(),
+		Context: in.Snapshot.Context, Version: in.Version, Timers: in.Timers}
+	switch in.Snapshot.Status {
+	case interp.StatusDone:
+		s.Output = in.Snapshot.Output()
+	case interp.StatusError:
+		if err := in.Snapshot.Err(); err != nil {
+			s.Error = err.Error()
+		}
+	}
+	return s
+}
+
+// served returns a served workflow by id and checks a handle, the way
+// every public entry point by names does.
+func (x *Instances) served(workflow, handle string) (*Workflow, error) {
+	w := x.Workflow(workflow)
+	if w == nil {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownWorkflow, workflow)
+	}
+	if err := CheckHandle(handle); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Snapshot returns an instance's state: as stored, or its initial state
+// when it has none yet (which is not stored).
+func (x *Instances) Snapshot(ctx context.Context, workflow, handle string) (*State, error) {
+	w, err := x.served(workflow, handle)
+	if err != nil {
+		return nil, err
+	}
+	in, err := x.Load(ctx, w, handle)
+	if err != nil {
+		return nil, err
+	}
+	return in.State(), nil
+}
+
+// Send sends an event to an instance, as a call of the event's tool does
+// (without the tool's gating: the machine decides), and stores the new
+// state, with its audit entry (tool "(send)"), before it returns. An event
+// the instance does not take is ErrRejected, one whose step fails
+// ErrFailed; either way the instance keeps its state. Subscribers (the
+// sessions of a gate that see the instance) are told.
+func (x *Instances) Send(ctx context.Context, workflow, handle string, ev interp.Event) (*State, error) {
+	w, err := x.served(workflow, handle)
+	if err != nil {
+		return nil, err
+	}
+	h, err := x.Hold(ctx, w, handle)
+	if err != nil {
+		return nil, err
+	}
+	defer h.Release()
+	saved, emitted, err := h.Apply(ctx, ev, store.AuditEntry{Tool: SendTool, Event: ev.Object()}, nil)
+	if err != nil {
+		return nil, err
+	}
+	s := saved.State()
+	s.Emitted = emitted
+	return s, nil
+}
+
+// SendTool is the tool an audit entry of Send names.
+const SendTool = "(send)"
+
+// TimerTool is the tool an audit entry of a timer that fired names.
+const TimerTool = "(timer)"
+
+// maxSaveRetries bounds the retries of an event whose save found the
+// instance changed by someone else (another process, an operator).
+const maxSaveRetries = 5
+
+// intentWindow is how far back in an instance's audit trail intents are
+// looked for.
+const intentWindow = 200
+
+// InDoubt returns an instance's intents in doubt, oldest first: calls of
+// bound tools (to an upstream server, to a Go function) that began and
+// that nothing settled, made by an earlier run of the server (those of
+// this process may be calls under way). Their side effect may have
+// happened, and the machine did not move.
+func (x *Instances) InDoubt(ctx context.Context, workflow, handle string) ([]store.AuditEntry, error) {
+	w := x.Workflow(workflow)
+	if w == nil {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownWorkflow, workflow)
+	}
+	trail, err := x.store.Audit(ctx, instanceKey(w, handle), intentWindow)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.AuditEntry
+	for _, e := range store.Unsettled(trail) {
+		if e.Intent.Run != x.run {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// ErrActive is returned by Reset for an instance that is still active.
+var ErrActive = errors.New("the instance is still active: only a done or failed instance is reset")
+
+// Reset resets an instance that is done or failed, as `stategate state
+// reset` does, but under the instance's hold: the store gets a record
+// with no snapshot (the instance starts afresh when next used, its
+// version counting on) and an audit entry (tool store.ResetTool, the
+// state it left, and the note), its timers are dropped, and subscribers
+// are told. An active instance is ErrActive; one that was never stored
+// is store.ErrNotFound.
+func (x *Instances) Reset(ctx context.Context, workflow, handle, note string) error {
+	w, err := x.served(workflow, handle)
+	if err != nil {
+		return err
+	}
+	h, err := x.Hold(ctx, w, handle)
+	if err != nil {
+		return err
+	}
+	defer h.Release()
+	in, err := h.Load(ctx)
+	if err != nil {
+		return err
+	}
+	if in.Version == 0 {
+		return fmt.Errorf("%s %s: %w", workflow, handle, store.ErrNotFound)
+	}
+	if in.Snapshot.Status == interp.StatusActive {
+		return fmt.Errorf("%s %s: %w", workflow, handle, ErrActive)
+	}
+	key := in.Key()
+	v, err := store.Reset(ctx, x.store, key, in.Version, in.Snapshot.Value(), note)
+	x.forget(key)
+	if err != nil {
+		return err
+	}
+	x.sched.set(key, nil)
+	x.watchers.tell(context.WithoutCancel(ctx), Change{Workflow: w.ID, Handle: handle, Version: v, Moved: true})
+	return nil
+}
+
+// Change names an instance whose stored record changed, and its new
+// version.
+type Change struct {
+	Workflow, Handle string
+	Version          uint64
+	// Moved is set when its snapshot changed (a transition, a timer, a
+	// reset); an intent or its settling that made no transition leaves
+	// it unset.
+	Moved bool
+}
+
+// Subscribe calls f after every change of a stored instance (a call, a
+// timer, a Send, an intent and its settling, a reset), once the change
+// is in the store, with the context of the work that made it (its
+// values, not its cancellation). f runs while the instance is held: it
+// must return quickly, and must not hold the instance itself (Hold,
+// Send, Reset); loading instances (Load) is fine. The returned function
+// ends the subscription.
+func (x *Instances) Subscribe(f func(context.Context, Change)) (cancel func()) {
+	return x.watchers.add(f)
+}
