@@ -48,7 +48,6 @@ type notes struct {
 	list []mcp.JSONRPCNotification
 }
 
-
 // Options configure a client.
 type Options struct {
 	// Version is the protocol revision asked for in initialize;
