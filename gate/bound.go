@@ -44,28 +44,38 @@ type Binding struct {
 	// and removes it when it is gone.
 	fromMachine bool
 	upstream    string
+	// origin names the Tool or Bound call the binding comes from: its
+	// copies (one per BindState and OnError) have the tool and handler it
+	// gave, and rebinding them to other states registers nothing anew.
+	origin uint64
 }
 
 // sameBinding reports whether two bindings do the same: the same one, or
 // two that a machine made alike (each serve makes its own).
 func sameBinding(a, b *Binding) bool {
-	if a == b {
+	switch {
+	case a == b:
 		return true
+	case a == nil || b == nil:
+		return false
+	case a.fromMachine && b.fromMachine:
+		return a.name == b.name && a.workflow == b.workflow && a.event == b.event && a.errorEvent == b.errorEvent && a.upstream == b.upstream
 	}
-	return a != nil && b != nil && a.fromMachine && b.fromMachine && a.name == b.name && a.workflow == b.workflow &&
-		a.event == b.event && a.errorEvent == b.errorEvent && a.upstream == b.upstream
+	return a.origin != 0 && a.origin == b.origin
 }
 
 // Tool makes a tool with a Go handler, to bind to states (BindState): it
 // is registered on the gate's server once bound.
 func (g *Gate) Tool(tool mcp.Tool, handler server.ToolHandlerFunc) *Binding {
-	return &Binding{g: g, name: tool.Name, tool: &tool, handler: handler}
+	return &Binding{g: g, name: tool.Name, tool: &tool, handler: handler, origin: g.origins.Add(1)}
 }
 
 // Bound returns a binding for a tool that the host registers on its
 // server itself (before or after Bind): BindState gates it as a tool made
 // with Tool.
-func (g *Gate) Bound(name string) *Binding { return &Binding{g: g, name: name} }
+func (g *Gate) Bound(name string) *Binding {
+	return &Binding{g: g, name: name, origin: g.origins.Add(1)}
+}
 
 // BindState binds the tool to states of a workflow (by id): it is listed
 // while the instance matches one of states (as XState's state.matches:

@@ -116,6 +116,7 @@ type Gate struct {
 	nameKey [32]byte
 
 	activity atomic.Uint64 // tool calls and tool lists answered
+	origins  atomic.Uint64 // the bindings made (Binding.origin)
 }
 
 // New makes a gate serving no workflow yet. Plug it into an mcp-go server

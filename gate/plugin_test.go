@@ -254,3 +254,25 @@ func TestSendFromGo(t *testing.T) {
 		t.Errorf("audit trail %+v", trail)
 	}
 }
+
+// TestBindingTellsLiveSessions: a binding moved to other states while
+// sessions are live changes their lists, though no tool is registered
+// anew: each session whose list it changes is told.
+func TestBindingTellsLiveSessions(t *testing.T) {
+	c, g, _ := hostWithGate(t)
+	remind := g.Tool(mcp.NewTool("remind", mcp.WithDescription("Approve, and remind the payer.")),
+		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText("reminded"), nil
+		}).BindState("bill", []string{"approved"}, "APPROVE")
+	c.AwaitTools("remind registered, and not listed in draft", func(tools map[string]mcp.Tool) bool {
+		_, listed := tools["remind"]
+		_, approve := tools["bill_approve"]
+		return !listed && !approve
+	})
+	c.Settle()
+	remind.BindState("bill", []string{"draft"}, "APPROVE")
+	c.AwaitChanged()
+	if tools := c.Tools(); tools["remind"].Name == "" || tools["bill_approve"].Name != "" {
+		t.Fatalf("remind bound to draft: %v", mcptest.Names(tools))
+	}
+}

@@ -356,3 +356,15 @@ func (c *Client) T() testing.TB { return c.t }
 func (c *Client) For(t testing.TB) *Client {
 	return &Client{Client: c.Client, t: t, changed: c.changed, note: c.note, notes: c.notes}
 }
+
+// Settle waits until no list_changed has come for Quiet, and forgets
+// those that came: what was under way has arrived.
+func (c *Client) Settle() {
+	for {
+		select {
+		case <-c.changed:
+		case <-time.After(Quiet):
+			return
+		}
+	}
+}
