@@ -21,6 +21,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/store/badger"
 )
 
 var crashFull = flag.Bool("crash.full", false, "run the whole crash-and-damage suite: 40 kills under load, damaged stores, a full disk (root)")
@@ -154,7 +155,7 @@ func callTool(c *mcpClient, name string, args map[string]any) (text string, ok b
 // version, with no gap. It returns the orders' items.
 func checkOrders(t *testing.T, data string, acked map[string]int, f *crashFigures) map[string]int {
 	t.Helper()
-	st, err := store.OpenBadger(data, store.BadgerOptions{ReadOnly: true, GCInterval: -1, Logger: quietLog()})
+	st, err := badger.Open(data, badger.Options{ReadOnly: true, GCInterval: -1, Logger: quietLog()})
 	if err != nil {
 		t.Fatalf("read-only open after a kill: %v", err)
 	}
