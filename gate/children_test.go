@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/store/badger"
 )
 
 // relay invokes a child machine that counts chunks and reports progress
@@ -46,7 +46,7 @@ export default setup({
 func TestChildrenAcrossCallsAndRestarts(t *testing.T) {
 	dir := filepath.Dir(writeMachine(t, "relay.mjs", relay))
 	data := t.TempDir()
-	open := func() *store.Badger { return openBadger(t, data) }
+	open := func() *badger.Store { return openBadger(t, data) }
 	job := map[string]any{"job": "j1"}
 	with := func(kv ...any) map[string]any {
 		m := map[string]any{"job": "j1"}

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/store/badger"
 )
 
 // crashFullDisk runs the server on a small tmpfs until its reserve
@@ -34,7 +35,7 @@ func crashFullDisk(t *testing.T, bin, machines string) {
 	filler := filepath.Join(disk, "filler")
 	var st syscall.Statfs_t
 	syscall.Statfs(disk, &st)
-	if err := os.WriteFile(filler, bytes.Repeat([]byte("f"), int(int64(st.Bavail)*st.Bsize-store.DefaultMinFree-24<<20)), 0o644); err != nil {
+	if err := os.WriteFile(filler, bytes.Repeat([]byte("f"), int(int64(st.Bavail)*st.Bsize-badger.DefaultMinFree-24<<20)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var f crashFigures
@@ -94,7 +95,7 @@ func crashFullDisk(t *testing.T, bin, machines string) {
 	}
 	f.runs++
 	srv.stop()
-	stor, err := store.OpenBadger(data, store.BadgerOptions{ReadOnly: true, GCInterval: -1, Logger: quietLog()})
+	stor, err := badger.Open(data, badger.Options{ReadOnly: true, GCInterval: -1, Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/stategate/stategate/internal/mcptest"
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/store/badger"
 )
 
 var crashFull = flag.Bool("crash.full", false, "run the whole crash-and-damage suite: 40 kills under load, damaged stores, a full disk (root)")
@@ -155,7 +156,7 @@ func callTool(c *mcptest.Client, name string, args map[string]any) (text string,
 // version, with no gap. It returns the orders' items.
 func checkOrders(t *testing.T, data string, acked map[string]int, f *crashFigures) map[string]int {
 	t.Helper()
-	st, err := store.OpenBadger(data, store.BadgerOptions{ReadOnly: true, GCInterval: -1, Logger: quietLog()})
+	st, err := badger.Open(data, badger.Options{ReadOnly: true, GCInterval: -1, Logger: quietLog()})
 	if err != nil {
 		t.Fatalf("read-only open after a kill: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stategate/stategate/gate"
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/store/badger"
 	"github.com/stategate/stategate/workflow"
 	"github.com/stategate/stategate/xstate"
 	"github.com/stategate/stategate/xstate/js"
@@ -67,8 +68,8 @@ func TestOverdueTimerFiresAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := t.TempDir()
-	open := func() *store.Badger {
-		st, err := store.OpenBadger(data, store.BadgerOptions{GCInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	open := func() *badger.Store {
+		st, err := badger.Open(data, badger.Options{GCInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,7 +117,7 @@ func TestHTTPRestartKeepsState(t *testing.T) {
 		}
 	}
 	data := t.TempDir()
-	open := func() *store.Badger { return openBadger(t, data) }
+	open := func() *badger.Store { return openBadger(t, data) }
 	st := open()
 	log := quietLog()
 	g := gate.New(gate.Options{Store: st, Logger: log})
@@ -246,9 +247,9 @@ export default createMachine({ id: 'probe', initial: 'idle', states: {
 }
 
 // openBadger opens a Badger store in dir for a test.
-func openBadger(t *testing.T, dir string) *store.Badger {
+func openBadger(t *testing.T, dir string) *badger.Store {
 	t.Helper()
-	st, err := store.OpenBadger(dir, store.BadgerOptions{GCInterval: -1, Logger: quietLog()})
+	st, err := badger.Open(dir, badger.Options{GCInterval: -1, Logger: quietLog()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Times durable saves (go test -bench BenchmarkSaves ./store: 1 and 64
-# concurrent savers) of this tree's store and of an earlier commit's,
+# Times durable saves (go test -bench BenchmarkSaves ./store/badger: 1 and
+# 64 concurrent savers) of this tree's store and of an earlier commit's,
 # side by side: the earlier commit is unpacked into a temporary folder
-# (git archive), given this tree's store/save_bench_test.go (it uses the
-# Store API only), and both test binaries run ROUNDS times, alternating.
+# (git archive), given this tree's store/badger/save_bench_test.go (it
+# uses the Store API and badger.Open only; for a commit from before
+# store/badger, rewritten to call store.OpenBadger), and both test
+# binaries run ROUNDS times, alternating.
 #   scripts/compare-store.sh [-r ROUNDS] [-t BENCHTIME] [REV]   (REV: 314fc77, the write-ahead log)
 set -euo pipefail
 rounds=3 benchtime=2s
@@ -20,9 +22,19 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 mkdir "$tmp/old"
 git -C "$here" archive "$rev" | tar -x -C "$tmp/old"
-cp "$here/store/save_bench_test.go" "$tmp/old/store/"
-(cd "$tmp/old" && go test -c -o "$tmp/old.test" ./store)
-(cd "$here" && go test -c -o "$tmp/new.test" ./store)
+bench="$here/store/badger/save_bench_test.go"
+if [ -d "$tmp/old/store/badger" ]; then
+  cp "$bench" "$tmp/old/store/badger/"
+  oldpkg=./store/badger
+else
+  sed -e 's/^package badger_test$/package store_test/' \
+      -e '\#"github.com/stategate/stategate/store/badger"#d' \
+      -e 's/badger\.Open(/store.OpenBadger(/' -e 's/badger\.Options{/store.BadgerOptions{/' \
+      "$bench" >"$tmp/old/store/save_bench_test.go"
+  oldpkg=./store
+fi
+(cd "$tmp/old" && go test -c -o "$tmp/old.test" "$oldpkg")
+(cd "$here" && go test -c -o "$tmp/new.test" ./store/badger)
 for r in $(seq "$rounds"); do
   for side in old new; do
     echo "== $side ($([ $side = old ] && echo "$rev" || echo "this tree")), round $r"

@@ -7,7 +7,7 @@
 # intent and a transition stored, two syncs). Alternating, with the
 # project's load generator (internal/cmd/mcpload); one line per run.
 #   scripts/compare-upstream.sh [-r REPEAT] [-d SECONDS] [SESSIONS...]   (default: 1 64)
-# Needs Go only. The store's own cost of a sync: go test -bench Saves ./store
+# Needs Go only. The store's own cost of a sync: go test -bench Saves ./store/badger
 set -euo pipefail
 repeat=3 secs=10
 while [ $# -gt 0 ]; do

@@ -1,16 +1,20 @@
 // Package store persists workflow instances: each instance's snapshot,
 // saved only if nobody saved it since it was loaded (compare-and-swap on a
-// version), and its audit trail. It owns the Store interface, its
-// in-memory implementation and the Badger one (the store on disk: its
-// format, its limits, and how it refuses to lose or invent data); the
-// gate uses it and knows nothing of how records are kept.
+// version), and its audit trail. It owns the Store interface and what
+// every engine shares: the records and audit entries, the sentinel
+// errors the gate answers clients by, the limits on keys, records and
+// audit entries and their checks (so that every engine refuses the same
+// saves), a record's JSON form, and Memory, the engine in memory. It
+// knows nothing of how an engine keeps records on disk: the engines are
+// packages of their own (store/badger), and each passes the contract
+// suite of store/storetest. The gate uses it and knows nothing of the
+// engine it is given.
 package store
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -24,37 +28,29 @@ var ErrNotFound = errors.New("instance not found")
 var ErrConflict = errors.New("instance changed concurrently")
 
 // ErrTooLarge is returned by Save for a key or a value over the store's
-// limits (MaxKeySize, MaxRecordSize): nothing is written.
+// limits (MaxKeySize, MaxRecordSize), or over an engine's own: nothing is
+// written. Load, Delete and Audit return it for a key over MaxKeySize.
 var ErrTooLarge = errors.New("too large for the store")
 
-// Limits of what the store keeps, well under Badger's own (keys of 65,000
-// bytes, transactions of 15% of a memtable, values of a value log file).
-const (
-	// MaxKeySize bounds an instance's key: its machine id and handle,
-	// each with its length (a byte for lengths under 128).
-	MaxKeySize = 1 << 10
-	// MaxRecordSize bounds an instance's record (its snapshot, timers and
-	// machine version, as stored) and each audit entry.
-	MaxRecordSize = 4 << 20
-)
+// ErrReadOnly is returned by the writes of a store opened read-only.
+var ErrReadOnly = errors.New("the store is open read-only")
 
-// checkKey refuses a key over MaxKeySize, saying how large it is (never
-// what it holds).
-func checkKey(k Key) error {
-	if n := keyLen(k); n > MaxKeySize {
-		return fmt.Errorf("%w: the instance's key (machine id %d bytes, handle %d bytes) takes %d bytes; the limit is %d",
-			ErrTooLarge, len(k.Machine), len(k.Handle), n, MaxKeySize)
-	}
-	return nil
-}
+// ErrNoSpace is returned by a save (or an engine's open) that would leave
+// the store's disk short of space (an engine may keep a reserve): nothing
+// is written, reads go on, and saves succeed again once space is freed.
+var ErrNoSpace = errors.New("not enough free disk space for the store")
 
-// checkValue refuses a record or audit entry over MaxRecordSize.
-func checkValue(what string, n int) error {
-	if n > MaxRecordSize {
-		return fmt.Errorf("%w: the %s takes %d bytes; the limit is %d (%d MiB)", ErrTooLarge, what, n, MaxRecordSize, MaxRecordSize>>20)
-	}
-	return nil
-}
+// ErrOutcomeUnknown is returned by a save whose commit failed in a way
+// that leaves it unknown whether it was kept (a failed sync, a connection
+// lost during the commit): the save may or may not be stored. It wraps
+// the cause. An engine whose disk failed then refuses every later write
+// (ErrDiskFailed).
+var ErrOutcomeUnknown = errors.New("the store's disk failed during the save: its outcome is unknown (it may or may not be on disk)")
+
+// ErrDiskFailed is returned by every write after the disk failed to make
+// one durable; the store must be opened again (which shows what the disk
+// kept).
+var ErrDiskFailed = errors.New("the store's disk failed; it refuses changes until it is opened again")
 
 // Key names an instance: a machine and a handle.
 type Key struct {
@@ -197,7 +193,9 @@ const DefaultAuditRetention = 1000
 
 // Store keeps instances. Version 0 means "not stored yet": Save with
 // version 0 creates the instance, and fails with ErrConflict if it exists.
-// Save refuses a key or record over the limits with ErrTooLarge.
+// Save refuses a key, record or audit entry over the limits with
+// ErrTooLarge (see CheckKey, CheckRecord, CheckAuditEntry), writing
+// nothing; Load, Delete and Audit refuse such a key too.
 type Store interface {
 	Load(ctx context.Context, k Key) (rec Record, version uint64, err error)
 	Save(ctx context.Context, k Key, rec Record, version uint64) (newVersion uint64, err error)
@@ -233,6 +231,9 @@ func (m *Memory) Load(ctx context.Context, k Key) (Record, uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return Record{}, 0, err
 	}
+	if err := CheckKey(k); err != nil {
+		return Record{}, 0, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.recs[k]
@@ -242,16 +243,29 @@ func (m *Memory) Load(ctx context.Context, k Key) (Record, uint64, error) {
 	return r.rec, r.version, nil
 }
 
-// Save stores a record if the instance is still at version.
+// Save stores a record if the instance is still at version. It refuses
+// what every engine refuses (see CheckKey, CheckRecord, CheckAuditEntry),
+// storing nothing.
 func (m *Memory) Save(ctx context.Context, k Key, rec Record, version uint64) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if err := checkKey(k); err != nil {
+	if err := CheckKey(k); err != nil {
 		return 0, err
 	}
-	if err := checkValue("snapshot", len(rec.Snapshot)); err != nil {
+	if rec.Updated.IsZero() {
+		rec.Updated = time.Now() // as every engine does, before the record's size is counted
+	}
+	if err := CheckRecord(rec); err != nil {
 		return 0, err
+	}
+	var entry AuditEntry
+	if a := rec.Audit; a != nil {
+		entry = *a
+		entry.Version = version + 1
+		if err := CheckAuditEntry(entry); err != nil {
+			return 0, err
+		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -259,12 +273,7 @@ func (m *Memory) Save(ctx context.Context, k Key, rec Record, version uint64) (u
 		return 0, ErrConflict
 	}
 	rec.Snapshot = append([]byte(nil), rec.Snapshot...)
-	if rec.Updated.IsZero() {
-		rec.Updated = time.Now() // as Badger does
-	}
-	if a := rec.Audit; a != nil {
-		entry := *a
-		entry.Version = version + 1
+	if rec.Audit != nil {
 		trail := append(m.audit[k], entry)
 		if len(trail) >= 2*m.Retention { // trim in batches, not per save
 			trail = append([]AuditEntry(nil), trail[len(trail)-m.Retention:]...)
@@ -278,6 +287,9 @@ func (m *Memory) Save(ctx context.Context, k Key, rec Record, version uint64) (u
 
 // Delete removes an instance.
 func (m *Memory) Delete(ctx context.Context, k Key) error {
+	if err := CheckKey(k); err != nil {
+		return err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.recs, k)
@@ -298,6 +310,9 @@ func (m *Memory) List(ctx context.Context) ([]Key, error) {
 
 // Audit returns the last n entries of an instance's audit trail.
 func (m *Memory) Audit(ctx context.Context, k Key, n int) ([]AuditEntry, error) {
+	if err := CheckKey(k); err != nil {
+		return nil, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	trail := m.audit[k]

@@ -1,219 +1,107 @@
-package store
+package store_test
 
 import (
-	"context"
+	"encoding/json"
 	"errors"
-	"io"
-	"log/slog"
-	"strconv"
-	"sync"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/store/storetest"
 )
 
-// stores runs a test on every implementation.
-func stores(t *testing.T, f func(t *testing.T, s Store)) {
-	t.Run("memory", func(t *testing.T) { f(t, NewMemory()) })
-	t.Run("badger", func(t *testing.T) {
-		b, err := OpenBadger(t.TempDir(), BadgerOptions{GCInterval: -1, Logger: quietLog()})
-		if err != nil {
-			t.Fatal(err)
+// TestMemory runs the contract suite on the memory store.
+func TestMemory(t *testing.T) {
+	storetest.Run(t, storetest.Engine{Open: func(t *testing.T, retention int) store.Store {
+		m := store.NewMemory()
+		if retention > 0 {
+			m.Retention = retention
 		}
-		defer b.Close()
-		f(t, b)
-	})
+		return m
+	}})
 }
 
-func TestCompareAndSwap(t *testing.T) { stores(t, testCompareAndSwap) }
-
-func testCompareAndSwap(t *testing.T, s Store) {
-	ctx := context.Background()
-	k := Key{"invoice", "42"}
-	if _, _, err := s.Load(ctx, k); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("load of a new key: %v", err)
-	}
-	v1, err := s.Save(ctx, k, Record{Snapshot: []byte(`{"a":1}`)}, 0)
-	if err != nil || v1 != 1 {
-		t.Fatalf("create: %v, %v", v1, err)
-	}
-	if _, err := s.Save(ctx, k, Record{Snapshot: []byte(`{}`)}, 0); !errors.Is(err, ErrConflict) {
-		t.Fatalf("second create: %v", err)
-	}
-	v2, err := s.Save(ctx, k, Record{Snapshot: []byte(`{"a":2}`)}, v1)
-	if err != nil || v2 != 2 {
-		t.Fatalf("update: %v, %v", v2, err)
-	}
-	if _, err := s.Save(ctx, k, Record{}, v1); !errors.Is(err, ErrConflict) {
-		t.Fatalf("stale update: %v", err)
-	}
-	rec, v, err := s.Load(ctx, k)
-	if err != nil || v != 2 || string(rec.Snapshot) != `{"a":2}` {
-		t.Fatalf("load: %s %v %v", rec.Snapshot, v, err)
-	}
-}
-
-func TestConcurrentIncrements(t *testing.T) { stores(t, testConcurrentIncrements) }
-
-func testConcurrentIncrements(t *testing.T, s Store) {
-	ctx := context.Background()
-	k := Key{"m", "h"}
-	var wg sync.WaitGroup
-	for range 20 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				rec, v, err := s.Load(ctx, k)
-				if err != nil && !errors.Is(err, ErrNotFound) {
-					t.Error(err)
-					return
-				}
-				n, _ := strconv.Atoi(string(rec.Snapshot))
-				rec.Snapshot = []byte(strconv.Itoa(n + 1))
-				if _, err := s.Save(ctx, k, rec, v); err == nil {
-					return
-				} else if !errors.Is(err, ErrConflict) {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	rec, v, _ := s.Load(ctx, k)
-	if string(rec.Snapshot) != "20" || v != 20 {
-		t.Fatalf("%s increments kept, version %d", rec.Snapshot, v)
-	}
-}
-
-func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-func TestBadgerPersistsAndLocks(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	b, err := OpenBadger(dir, BadgerOptions{Logger: quietLog()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := Key{"invoice", "7"}
-	if _, err := b.Save(ctx, k, Record{Snapshot: []byte(`{"value":"review"}`), MachineVersion: "abc"}, 0); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := OpenBadger(dir, BadgerOptions{Logger: quietLog()}); !errors.Is(err, ErrLocked) {
-		t.Fatalf("second open: %v, want ErrLocked", err)
-	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	b, err = OpenBadger(dir, BadgerOptions{Logger: quietLog()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	rec, v, err := b.Load(ctx, k)
-	if err != nil || v != 1 || string(rec.Snapshot) != `{"value":"review"}` || rec.MachineVersion != "abc" {
-		t.Fatalf("after reopening: %s %q %v %v", rec.Snapshot, rec.MachineVersion, v, err)
-	}
-	keys, err := b.List(ctx)
-	if err != nil || len(keys) != 1 || keys[0] != k {
-		t.Fatalf("list: %v %v", keys, err)
-	}
-	if err := b.Delete(ctx, k); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := b.Load(ctx, k); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("after delete: %v", err)
-	}
-}
-
-func TestAuditTrail(t *testing.T) { stores(t, testAuditTrail) }
-
-func testAuditTrail(t *testing.T, s Store) {
-	ctx := context.Background()
-	if m, ok := s.(*Memory); ok {
-		m.Retention = 3
-	}
-	k := Key{"invoice", "9"}
-	var v uint64
-	for i := range 5 {
-		var err error
-		v, err = s.Save(ctx, k, Record{Snapshot: []byte(`{}`), Audit: &AuditEntry{Tool: "t" + strconv.Itoa(i)}}, v)
-		if err != nil {
-			t.Fatal(err)
+// TestKeySize: a key counts its machine id and handle, each after its
+// length (a byte under 128, two under 16,384), and a byte.
+func TestKeySize(t *testing.T) {
+	for _, c := range []struct {
+		k    store.Key
+		want int
+	}{
+		{store.Key{}, 3},
+		{store.Key{Machine: "m", Handle: "h"}, 5},
+		{store.Key{Machine: "invoice", Handle: "\x00"}, 1 + 1 + 7 + 1 + 1},
+		{store.Key{Machine: strings.Repeat("m", 127), Handle: strings.Repeat("h", 128)}, 1 + 1 + 127 + 2 + 128},
+		{store.Key{Machine: "m", Handle: strings.Repeat("h", 16384)}, 1 + 1 + 1 + 3 + 16384},
+	} {
+		if got := store.KeySize(c.k); got != c.want {
+			t.Errorf("KeySize(%d-byte machine id, %d-byte handle) = %d, want %d", len(c.k.Machine), len(c.k.Handle), got, c.want)
+		}
+		if err := store.CheckKey(c.k); (err != nil) != (c.want > store.MaxKeySize) || err != nil && !errors.Is(err, store.ErrTooLarge) {
+			t.Errorf("CheckKey(%d-byte key): %v", c.want, err)
 		}
 	}
-	trail, err := s.Audit(ctx, k, 2)
-	if err != nil || len(trail) != 2 || trail[0].Tool != "t3" || trail[1].Tool != "t4" || trail[1].Version != 5 {
-		t.Fatalf("last two: %+v %v", trail, err)
+}
+
+// TestAppendRecord: a record's JSON is json.Marshal's (the snapshot taken
+// as it is, a reset's written null), its size is RecordSize's, and a
+// record that does not fit or whose snapshot is not JSON is refused, with
+// nothing appended.
+func TestAppendRecord(t *testing.T) {
+	when := time.Date(2026, 11, 29, 23, 45, 1, 123456789, time.UTC)
+	for _, rec := range []store.Record{
+		{Snapshot: []byte(`{"status":"active","value":"draft","context":{"a":[1,2]}}`), MachineVersion: "84ba43f72e65c37e", Updated: when},
+		{Snapshot: []byte(`{}`), MachineVersion: `odd "<quoted>" & é`, Updated: when.In(time.FixedZone("x", 3600)),
+			Timers: []store.Timer{{ID: "t1", Event: map[string]any{"type": "xstate.after.1000.m.s"}, Due: when, Path: []string{"c"}, To: "/"}}},
+		{Updated: when, Audit: &store.AuditEntry{Tool: "not counted"}},
+	} {
+		got, err := store.AppendRecord([]byte("prefix"), rec)
+		if err != nil || !strings.HasPrefix(string(got), "prefix") {
+			t.Fatalf("AppendRecord: %q, %v", got, err)
+		}
+		got = got[len("prefix"):]
+		want, _ := json.Marshal(rec)
+		if string(got) != string(want) {
+			t.Errorf("AppendRecord = %s\n want %s", got, want)
+		}
+		if n, err := store.RecordSize(rec); err != nil || n != len(got) {
+			t.Errorf("RecordSize = %d, %v; the JSON takes %d", n, err, len(got))
+		}
+		if err := store.CheckRecord(rec); err != nil {
+			t.Errorf("CheckRecord: %v", err)
+		}
 	}
-	all, _ := s.Audit(ctx, k, 0)
-	if _, isMem := s.(*Memory); isMem && len(all) != 3 {
-		t.Fatalf("retention 3 kept %d", len(all))
+	bad := store.Record{Snapshot: []byte(`{"a":`)}
+	if got, err := store.AppendRecord([]byte("p"), bad); err == nil || !strings.Contains(err.Error(), "not valid JSON") || string(got) != "p" {
+		t.Errorf("a broken snapshot: %q, %v", got, err)
+	}
+	if err := store.CheckRecord(bad); err == nil || !strings.Contains(err.Error(), "not valid JSON") {
+		t.Errorf("CheckRecord of a broken snapshot: %v", err)
+	}
+	big := store.Record{Snapshot: []byte(`"` + strings.Repeat("s", store.MaxRecordSize) + `"`)}
+	if got, err := store.AppendRecord([]byte("p"), big); !errors.Is(err, store.ErrTooLarge) || string(got) != "p" || len(err.Error()) > 200 {
+		t.Errorf("a record too large: %d bytes, %v", len(got), err)
+	}
+	if err := store.CheckRecord(big); !errors.Is(err, store.ErrTooLarge) {
+		t.Errorf("CheckRecord of a record too large: %v", err)
 	}
 }
 
-func TestBadgerAuditRetention(t *testing.T) {
-	ctx := context.Background()
-	b, err := OpenBadger(t.TempDir(), BadgerOptions{GCInterval: -1, AuditRetention: 3, Logger: quietLog()})
-	if err != nil {
-		t.Fatal(err)
+// TestMarshalAuditEntry: an entry's JSON is json.Marshal's; one over
+// MaxRecordSize is refused.
+func TestMarshalAuditEntry(t *testing.T) {
+	e := store.AuditEntry{Tool: "t", Version: 3, Event: map[string]any{"type": "E"}}
+	got, err := store.MarshalAuditEntry(e)
+	want, _ := json.Marshal(e)
+	if err != nil || string(got) != string(want) {
+		t.Fatalf("MarshalAuditEntry = %s, %v; want %s", got, err, want)
 	}
-	defer b.Close()
-	k := Key{"m", "h"}
-	var v uint64
-	for range 10 {
-		if v, err = b.Save(ctx, k, Record{Snapshot: []byte(`{}`), Audit: &AuditEntry{Tool: "x"}}, v); err != nil {
-			t.Fatal(err)
-		}
+	e.Event["pad"] = strings.Repeat("e", store.MaxRecordSize)
+	if _, err := store.MarshalAuditEntry(e); !errors.Is(err, store.ErrTooLarge) || len(err.Error()) > 200 {
+		t.Fatalf("an entry too large: %v", err)
 	}
-	all, err := b.Audit(ctx, k, 0)
-	if err != nil || len(all) != 3 || all[0].Version != 8 {
-		t.Fatalf("kept %+v %v", all, err)
-	}
-}
-
-func TestDeleteAndList(t *testing.T) { stores(t, testDeleteAndList) }
-
-// testDeleteAndList deletes one of two instances: its record and trail
-// go, the other stays, and the deleted one starts again at version 1 with
-// a trail of its own.
-func testDeleteAndList(t *testing.T, s Store) {
-	ctx := context.Background()
-	gone, kept := Key{"invoice", "gone"}, Key{"invoice", "kept"}
-	for _, k := range []Key{gone, kept} {
-		var v uint64
-		for i := range 3 {
-			var err error
-			if v, err = s.Save(ctx, k, Record{Snapshot: []byte(`{}`), Audit: &AuditEntry{Tool: "t" + strconv.Itoa(i)}}, v); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if keys, err := s.List(ctx); err != nil || len(keys) != 2 {
-		t.Fatalf("list: %v %v", keys, err)
-	}
-	if err := s.Delete(ctx, gone); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Delete(ctx, Key{"invoice", "never"}); err != nil {
-		t.Fatalf("delete of an instance never stored: %v", err)
-	}
-	if _, _, err := s.Load(ctx, gone); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("load after delete: %v", err)
-	}
-	if trail, err := s.Audit(ctx, gone, 0); err != nil || len(trail) != 0 {
-		t.Fatalf("trail after delete: %v %v", trail, err)
-	}
-	if keys, err := s.List(ctx); err != nil || len(keys) != 1 || keys[0] != kept {
-		t.Fatalf("list after delete: %v %v", keys, err)
-	}
-	if trail, err := s.Audit(ctx, kept, 0); err != nil || len(trail) != 3 {
-		t.Fatalf("the other trail: %v %v", trail, err)
-	}
-	v, err := s.Save(ctx, gone, Record{Snapshot: []byte(`{"again":true}`), Audit: &AuditEntry{Tool: "again"}}, 0)
-	if err != nil || v != 1 {
-		t.Fatalf("save after delete: %v %v", v, err)
-	}
-	if trail, err := s.Audit(ctx, gone, 0); err != nil || len(trail) != 1 || trail[0].Tool != "again" || trail[0].Version != 1 {
-		t.Fatalf("trail after starting again: %+v %v", trail, err)
+	if err := store.CheckAuditEntry(e); !errors.Is(err, store.ErrTooLarge) {
+		t.Fatalf("CheckAuditEntry of an entry too large: %v", err)
 	}
 }

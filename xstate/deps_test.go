@@ -32,12 +32,12 @@ func isJSEngine(p string) bool {
 }
 
 // TestNoJavaScriptEngine checks that a Go program that runs machines
-// without JavaScript (the engine, the XState layer, the store, the gate)
-// links no JavaScript engine and no bundler: only package xstate/js does,
-// and the program that wires it in. The engine and the XState layer need
+// without JavaScript (the engine, the XState layer, the store and its
+// engine on disk, the gate) links no JavaScript engine and no bundler:
+// only package xstate/js does, and the program that wires it in. The engine and the XState layer need
 // nothing but the standard library and the module's own packages.
 func TestNoJavaScriptEngine(t *testing.T) {
-	for _, pkg := range []string{"interp", "xstate", "store", "gate"} {
+	for _, pkg := range []string{"interp", "xstate", "store", "store/badger", "gate"} {
 		all := deps(t, pkg)
 		if !slices.Contains(all, module+pkg) {
 			t.Fatalf("go list %s does not list the package itself: %v", pkg, all)
@@ -54,5 +54,24 @@ func TestNoJavaScriptEngine(t *testing.T) {
 	// The check sees the engine where it is.
 	if !slices.ContainsFunc(deps(t, "xstate/js"), isJSEngine) {
 		t.Error("xstate/js does not depend on goja or esbuild: the check above sees nothing")
+	}
+}
+
+func isBadger(p string) bool { return strings.HasPrefix(p, "github.com/dgraph-io/badger") }
+
+// TestNoBadger checks that the store's interface, and what uses a store
+// without choosing its engine (the gate, the inspector), link no Badger:
+// only the engine, store/badger, does, and the programs that open it.
+func TestNoBadger(t *testing.T) {
+	for _, pkg := range []string{"store", "store/storetest", "gate", "inspect"} {
+		for _, d := range deps(t, pkg) {
+			if isBadger(d) || d == module+"store/badger" {
+				t.Errorf("%s depends on %s", pkg, d)
+			}
+		}
+	}
+	// The check sees Badger where it is.
+	if !slices.ContainsFunc(deps(t, "store/badger"), isBadger) {
+		t.Error("store/badger does not depend on github.com/dgraph-io/badger: the check above sees nothing")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/store/badger"
 )
 
 const invoiceFile = "../../machines/invoice.json"
@@ -17,7 +18,7 @@ const invoiceFile = "../../machines/invoice.json"
 func invoiceStore(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "state")
-	st, err := store.OpenBadger(dir, store.BadgerOptions{Logger: quiet()})
+	st, err := badger.Open(dir, badger.Options{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/stategate/stategate/inspect"
 	"github.com/stategate/stategate/internal/watch"
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/store/badger"
 	"github.com/stategate/stategate/upstream"
 	"github.com/stategate/stategate/workflow"
 	"github.com/stategate/stategate/xstate"
@@ -105,7 +106,7 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 		if err := st.Close(); err != nil {
 			log.Error("closing the store", "err", err)
 		}
-		if b, ok := st.(*store.Badger); ok {
+		if b, ok := st.(*badger.Store); ok {
 			saves, commits := b.Stats()
 			log.Info("store closed", "saves", saves, "commits", commits)
 		}
@@ -286,7 +287,7 @@ func (c *serveCmd) openStore(log *slog.Logger) (store.Store, string, error) {
 	if minFree == 0 {
 		minFree = -1 // no reserve
 	}
-	b, err := store.OpenBadger(c.Data, store.BadgerOptions{NoSync: c.NoSync, AuditRetention: c.AuditKeep, MinFree: minFree, SmallTables: c.SmallTables, Logger: log})
+	b, err := badger.Open(c.Data, badger.Options{NoSync: c.NoSync, AuditRetention: c.AuditKeep, MinFree: minFree, SmallTables: c.SmallTables, Logger: log})
 	if err != nil {
 		return nil, "", err
 	}

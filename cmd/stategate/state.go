@@ -10,6 +10,7 @@ import (
 	"sort"
 
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/store/badger"
 )
 
 type stateCmd struct {
@@ -23,9 +24,9 @@ type stateCmd struct {
 // openStore opens the store for an operator command: read-only unless
 // write (nothing on disk changes), and never creating one. A running
 // server holding it is reported as such.
-func openStore(dir string, write bool) (*store.Badger, error) {
+func openStore(dir string, write bool) (*badger.Store, error) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	return store.OpenBadger(dir, store.BadgerOptions{ReadOnly: !write, MustExist: true, GCInterval: -1, Logger: log})
+	return badger.Open(dir, badger.Options{ReadOnly: !write, MustExist: true, GCInterval: -1, Logger: log})
 }
 
 type stateListCmd struct{}

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/store/badger"
 )
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -106,7 +107,7 @@ func runState(parent *stateCmd, cmd interface {
 // of the folder as it was.
 func TestStateReadsChangeNothing(t *testing.T) {
 	clean := t.TempDir()
-	st, err := store.OpenBadger(clean, store.BadgerOptions{Logger: quiet()})
+	st, err := badger.Open(clean, badger.Options{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func TestStateWithoutAStore(t *testing.T) {
 		for _, cmd := range []interface {
 			Run(*stateCmd, io.Writer) error
 		}{&stateListCmd{}, &stateShowCmd{Machine: "m", Handle: "h"}, &stateHistoryCmd{Machine: "m", Handle: "h"}, &stateResetCmd{Machine: "m", Handle: "h"}} {
-			if _, err := runState(p, cmd); !errors.Is(err, store.ErrNoStore) {
+			if _, err := runState(p, cmd); !errors.Is(err, badger.ErrNoStore) {
 				t.Errorf("%T on %s: %v, want ErrNoStore", cmd, dir, err)
 			}
 		}
@@ -164,7 +165,7 @@ func TestStateWithoutAStore(t *testing.T) {
 // the store.
 func TestStateNotFoundAndLocked(t *testing.T) {
 	dir := t.TempDir()
-	st, err := store.OpenBadger(dir, store.BadgerOptions{Logger: quiet()})
+	st, err := badger.Open(dir, badger.Options{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +174,7 @@ func TestStateNotFoundAndLocked(t *testing.T) {
 	for _, cmd := range []interface {
 		Run(*stateCmd, io.Writer) error
 	}{&stateListCmd{}, &stateHistoryCmd{Machine: "invoice", Handle: "42"}, &stateResetCmd{Machine: "invoice", Handle: "42"}} {
-		if _, err := runState(p, cmd); !errors.Is(err, store.ErrLocked) || !strings.Contains(err.Error(), "is a server running") {
+		if _, err := runState(p, cmd); !errors.Is(err, badger.ErrLocked) || !strings.Contains(err.Error(), "is a server running") {
 			t.Errorf("%T while a server holds the store: %v", cmd, err)
 		}
 	}
@@ -191,7 +192,7 @@ func TestStateNotFoundAndLocked(t *testing.T) {
 // entries and gains the reset, list and show say it starts afresh.
 func TestStateResetIsInTheTrail(t *testing.T) {
 	dir := t.TempDir()
-	st, err := store.OpenBadger(dir, store.BadgerOptions{Logger: quiet()})
+	st, err := badger.Open(dir, badger.Options{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

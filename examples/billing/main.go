@@ -34,6 +34,7 @@ import (
 	"github.com/stategate/stategate/gate"
 	"github.com/stategate/stategate/interp"
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/store/badger"
 	"github.com/stategate/stategate/workflow"
 	"github.com/stategate/stategate/xstate"
 )
@@ -63,7 +64,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 	var st store.Store = store.NewMemory()
 	if *data != "" {
-		b, err := store.OpenBadger(*data, store.BadgerOptions{Logger: log})
+		b, err := badger.Open(*data, badger.Options{Logger: log})
 		if err != nil {
 			return err
 		}

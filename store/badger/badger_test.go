@@ -1,4 +1,4 @@
-package store
+package badger
 
 import (
 	"context"
@@ -14,129 +14,10 @@ import (
 	"testing"
 	"time"
 
-	badger "github.com/dgraph-io/badger/v4"
+	dgbadger "github.com/dgraph-io/badger/v4"
+
+	"github.com/stategate/stategate/store"
 )
-
-func openTest(t testing.TB, dir string, o BadgerOptions) *Badger {
-	t.Helper()
-	if o.GCInterval == 0 {
-		o.GCInterval = -1
-	}
-	if o.Logger == nil {
-		o.Logger = quietLog()
-	}
-	b, err := OpenBadger(dir, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// TestLimits saves a key and a record at the store's limits, in a store
-// of either size, and loads them back after reopening; one byte more is
-// refused with ErrTooLarge, and the message says how large without the
-// key's bytes.
-func TestLimits(t *testing.T) {
-	if testing.Short() {
-		t.Skip("writes records of 4 MiB")
-	}
-	ctx := context.Background()
-	for _, small := range []bool{false, true} {
-		t.Run(fmt.Sprint("small=", small), func(t *testing.T) {
-			dir := t.TempDir()
-			b := openTest(t, dir, BadgerOptions{SmallTables: small})
-			// A handle that makes the key exactly MaxKeySize long.
-			h := strings.Repeat("h", MaxKeySize-1-1-len("m")-2)
-			atKey := Key{"m", h}
-			if keyLen(atKey) != MaxKeySize {
-				t.Fatalf("key of %d bytes", keyLen(atKey))
-			}
-			// A snapshot that makes the record exactly MaxRecordSize long.
-			snapFor := func(n int) []byte {
-				rec, _ := encode(Record{Snapshot: []byte(`""`), MachineVersion: "v", Updated: time.Unix(1, 0).UTC()}, 1)
-				return []byte(`"` + strings.Repeat("s", n-(len(rec)-8)) + `"`)
-			}
-			rec := Record{Snapshot: snapFor(MaxRecordSize), MachineVersion: "v", Updated: time.Unix(1, 0).UTC()}
-			if enc, _ := encode(rec, 1); len(enc)-8 != MaxRecordSize {
-				t.Fatalf("record of %d bytes", len(enc)-8)
-			}
-			big := &AuditEntry{Tool: "t", Event: map[string]any{"pad": strings.Repeat("e", MaxRecordSize-200)}}
-			if _, err := b.Save(ctx, atKey, Record{Snapshot: rec.Snapshot, MachineVersion: "v", Updated: rec.Updated, Audit: big}, 0); err != nil {
-				t.Fatalf("save at the limits: %v", err)
-			}
-			// One more byte of key, of record, of audit entry.
-			over := Key{"m", h + "h"}
-			_, err := b.Save(ctx, over, Record{Snapshot: []byte(`{}`)}, 0)
-			if !errors.Is(err, ErrTooLarge) || strings.Contains(err.Error(), "hhhh") || len(err.Error()) > 200 {
-				t.Fatalf("a key one byte over: %v", err)
-			}
-			rec2 := rec
-			rec2.Snapshot = snapFor(MaxRecordSize + 1)
-			if _, err := b.Save(ctx, Key{"m", "r"}, rec2, 0); !errors.Is(err, ErrTooLarge) || len(err.Error()) > 200 {
-				t.Fatalf("a record one byte over: %v", err)
-			}
-			huge := &AuditEntry{Tool: "t", Event: map[string]any{"pad": strings.Repeat("e", MaxRecordSize)}}
-			if _, err := b.Save(ctx, Key{"m", "a"}, Record{Snapshot: []byte(`{}`), Audit: huge}, 0); !errors.Is(err, ErrTooLarge) {
-				t.Fatalf("an audit entry over: %v", err)
-			}
-			for _, k := range []Key{over, {"m", "r"}, {"m", "a"}} {
-				if _, _, err := b.Load(ctx, k); !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrTooLarge) {
-					t.Fatalf("%d-byte handle: %v", len(k.Handle), err)
-				}
-			}
-			if err := b.Close(); err != nil {
-				t.Fatal(err)
-			}
-			b = openTest(t, dir, BadgerOptions{SmallTables: small})
-			defer b.Close()
-			got, v, err := b.Load(ctx, atKey)
-			if err != nil || v != 1 || string(got.Snapshot) != string(rec.Snapshot) {
-				t.Fatalf("load at the limits: %d bytes at %d, %v", len(got.Snapshot), v, err)
-			}
-			trail, err := b.Audit(ctx, atKey, 0)
-			if err != nil || len(trail) != 1 || len(trail[0].Event["pad"].(string)) != MaxRecordSize-200 {
-				t.Fatalf("audit at the limits: %d entries, %v", len(trail), err)
-			}
-			// The memory store refuses the same key.
-			if _, err := NewMemory().Save(ctx, over, Record{Snapshot: []byte(`{}`)}, 0); !errors.Is(err, ErrTooLarge) {
-				t.Fatalf("memory store, a key one byte over: %v", err)
-			}
-		})
-	}
-}
-
-// TestResetRecord: a reset is a record with no snapshot at the next
-// version, with its audit entry; the instance is then saved on from it.
-func TestResetRecord(t *testing.T) { stores(t, testResetRecord) }
-
-func testResetRecord(t *testing.T, s Store) {
-	ctx := context.Background()
-	k := Key{"invoice", "1"}
-	v, err := s.Save(ctx, k, Record{Snapshot: []byte(`{"value":"paid"}`), Audit: &AuditEntry{Tool: "pay", To: "paid"}}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Reset(ctx, s, k, v+1, "paid", ""); !errors.Is(err, ErrConflict) {
-		t.Fatalf("reset at a stale version: %v", err)
-	}
-	if v, err = Reset(ctx, s, k, v, "paid", ""); err != nil || v != 2 {
-		t.Fatalf("reset: %d %v", v, err)
-	}
-	rec, got, err := s.Load(ctx, k)
-	if err != nil || !rec.IsReset() || got != 2 || rec.Updated.IsZero() {
-		t.Fatalf("after the reset: %+v at %d, %v", rec, got, err)
-	}
-	if v, err = s.Save(ctx, k, Record{Snapshot: []byte(`{"value":"draft"}`), Audit: &AuditEntry{Tool: "add"}}, v); err != nil || v != 3 {
-		t.Fatalf("save after the reset: %d %v", v, err)
-	}
-	trail, err := s.Audit(ctx, k, 0)
-	if err != nil || len(trail) != 3 {
-		t.Fatalf("trail: %+v %v", trail, err)
-	}
-	if r := trail[1]; r.Tool != ResetTool || r.From != "paid" || r.Version != 2 || r.Note != "reset by an operator" || r.Machine != "invoice" || r.Handle != "1" {
-		t.Fatalf("reset entry: %+v", r)
-	}
-}
 
 // TestGroupCommitOnOneCore checks that concurrent saves share commits
 // when the process has one core (GOMAXPROCS=1, as in a container limited
@@ -147,11 +28,11 @@ func testResetRecord(t *testing.T, s Store) {
 // commits.
 func TestGroupCommitOnOneCore(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	b := openTest(t, t.TempDir(), BadgerOptions{})
+	b := openTest(t, t.TempDir(), Options{})
 	defer b.Close()
 	// A commit that keeps the core for 200 µs without a system call (so
 	// that the runtime does not hand the core to others meanwhile).
-	b.commit = func(txn *badger.Txn) error {
+	b.commit = func(txn *dgbadger.Txn) error {
 		for start := time.Now(); time.Since(start) < 200*time.Microsecond; {
 		}
 		return txn.Commit()
@@ -162,7 +43,7 @@ func TestGroupCommitOnOneCore(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := b.Save(context.Background(), Key{"m", strconv.Itoa(i)}, Record{Snapshot: []byte(`{}`)}, 0); err != nil {
+			if _, err := b.Save(context.Background(), store.Key{Machine: "m", Handle: strconv.Itoa(i)}, store.Record{Snapshot: []byte(`{}`)}, 0); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -178,11 +59,11 @@ func TestGroupCommitOnOneCore(t *testing.T) {
 // holdFirstCommit makes the store's first commit wait until the returned
 // function is called, so that saves queue behind it and make the next
 // batch together.
-func holdFirstCommit(b *Badger) (release func()) {
+func holdFirstCommit(b *Store) (release func()) {
 	ch := make(chan struct{})
 	var once sync.Once
 	inner := b.commit
-	b.commit = func(txn *badger.Txn) error {
+	b.commit = func(txn *dgbadger.Txn) error {
 		first := false
 		once.Do(func() { first = true })
 		if first {
@@ -194,14 +75,14 @@ func holdFirstCommit(b *Badger) (release func()) {
 }
 
 // queued returns how many saves wait.
-func queued(b *Badger) int {
+func queued(b *Store) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.queue)
 }
 
 // saveAsync saves in a goroutine and returns its outcome's channel.
-func saveAsync(b *Badger, k Key, rec Record, v uint64) <-chan error {
+func saveAsync(b *Store, k store.Key, rec store.Record, v uint64) <-chan error {
 	done := make(chan error, 1)
 	go func() {
 		_, err := b.Save(context.Background(), k, rec, v)
@@ -217,14 +98,14 @@ func saveAsync(b *Badger, k Key, rec Record, v uint64) <-chan error {
 // reopens with each instance's record and trail agreeing.
 func TestBigBatchIsSplitBetweenSaves(t *testing.T) {
 	dir := t.TempDir()
-	b := openTest(t, dir, BadgerOptions{})
+	b := openTest(t, dir, Options{})
 	// Once armed, the third commit fails: the held one's, the batch's
 	// first, then its second. (The hook is set before any save, so that
 	// no saver reads it as it changes.)
 	var armed atomic.Bool
 	commits := 0
 	inner := b.commit
-	b.commit = func(txn *badger.Txn) error {
+	b.commit = func(txn *dgbadger.Txn) error {
 		if armed.Load() {
 			if commits++; commits == 3 {
 				return errors.New("injected: input/output error")
@@ -233,7 +114,7 @@ func TestBigBatchIsSplitBetweenSaves(t *testing.T) {
 		return inner(txn)
 	}
 	release := holdFirstCommit(b)
-	lead := saveAsync(b, Key{"m", "lead"}, Record{Snapshot: []byte(`{}`)}, 0)
+	lead := saveAsync(b, store.Key{Machine: "m", Handle: "lead"}, store.Record{Snapshot: []byte(`{}`)}, 0)
 	for !leading(b) || queued(b) != 0 {
 		runtime.Gosched()
 	}
@@ -244,8 +125,8 @@ func TestBigBatchIsSplitBetweenSaves(t *testing.T) {
 	const n = 8
 	var outs []<-chan error
 	for i := range n {
-		rec := Record{Snapshot: []byte(`"` + pad + `"`), Audit: &AuditEntry{Tool: pad}}
-		outs = append(outs, saveAsync(b, Key{"m", strconv.Itoa(i)}, rec, 0))
+		rec := store.Record{Snapshot: []byte(`"` + pad + `"`), Audit: &store.AuditEntry{Tool: pad}}
+		outs = append(outs, saveAsync(b, store.Key{Machine: "m", Handle: strconv.Itoa(i)}, rec, 0))
 	}
 	for queued(b) != n {
 		runtime.Gosched()
@@ -260,9 +141,9 @@ func TestBigBatchIsSplitBetweenSaves(t *testing.T) {
 		switch err := <-c; {
 		case err == nil:
 			ok++
-		case errors.Is(err, ErrOutcomeUnknown):
+		case errors.Is(err, store.ErrOutcomeUnknown):
 			unknown++
-		case errors.Is(err, ErrDiskFailed):
+		case errors.Is(err, store.ErrDiskFailed):
 			refused++
 		default:
 			t.Fatalf("save: %v", err)
@@ -273,17 +154,17 @@ func TestBigBatchIsSplitBetweenSaves(t *testing.T) {
 		t.Fatalf("want a stored transaction, a failed one and one not written")
 	}
 	b.Close()
-	r := openTest(t, dir, BadgerOptions{})
+	r := openTest(t, dir, Options{})
 	defer r.Close()
 	stored := 0
 	for i := range n {
-		k := Key{"m", strconv.Itoa(i)}
+		k := store.Key{Machine: "m", Handle: strconv.Itoa(i)}
 		_, v, err := r.Load(context.Background(), k)
 		trail, _ := r.Audit(context.Background(), k, 0)
 		switch {
 		case err == nil && v == 1 && len(trail) == 1:
 			stored++
-		case errors.Is(err, ErrNotFound) && len(trail) == 0:
+		case errors.Is(err, store.ErrNotFound) && len(trail) == 0:
 		default:
 			t.Fatalf("%v: record at %d (%v), %d audit entries: a save was split", k, v, err, len(trail))
 		}
@@ -302,14 +183,14 @@ func TestSyncFailure(t *testing.T) {
 		t.Run(fmt.Sprint("written=", written), func(t *testing.T) {
 			ctx := context.Background()
 			dir := t.TempDir()
-			b := openTest(t, dir, BadgerOptions{})
-			k := Key{"invoice", "7"}
-			v, err := b.Save(ctx, k, Record{Snapshot: []byte(`{"n":1}`)}, 0)
+			b := openTest(t, dir, Options{})
+			k := store.Key{Machine: "invoice", Handle: "7"}
+			v, err := b.Save(ctx, k, store.Record{Snapshot: []byte(`{"n":1}`)}, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
 			ioErr := errors.New("input/output error")
-			b.commit = func(txn *badger.Txn) error {
+			b.commit = func(txn *dgbadger.Txn) error {
 				if written {
 					if err := txn.Commit(); err != nil {
 						return err
@@ -319,29 +200,29 @@ func TestSyncFailure(t *testing.T) {
 				}
 				return ioErr
 			}
-			_, err = b.Save(ctx, k, Record{Snapshot: []byte(`{"n":2}`)}, v)
-			if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, ioErr) || !strings.Contains(err.Error(), "may or may not") {
+			_, err = b.Save(ctx, k, store.Record{Snapshot: []byte(`{"n":2}`)}, v)
+			if !errors.Is(err, store.ErrOutcomeUnknown) || !errors.Is(err, ioErr) || !strings.Contains(err.Error(), "may or may not") {
 				t.Fatalf("save with a failing sync: %v", err)
 			}
-			b.commit = func(txn *badger.Txn) error { return txn.Commit() }
-			if _, err := b.Save(ctx, Key{"invoice", "8"}, Record{Snapshot: []byte(`{}`)}, 0); !errors.Is(err, ErrDiskFailed) {
+			b.commit = func(txn *dgbadger.Txn) error { return txn.Commit() }
+			if _, err := b.Save(ctx, store.Key{Machine: "invoice", Handle: "8"}, store.Record{Snapshot: []byte(`{}`)}, 0); !errors.Is(err, store.ErrDiskFailed) {
 				t.Fatalf("a later save: %v", err)
 			}
-			if err := b.Delete(ctx, k); !errors.Is(err, ErrDiskFailed) {
+			if err := b.Delete(ctx, k); !errors.Is(err, store.ErrDiskFailed) {
 				t.Fatalf("a later delete: %v", err)
 			}
 			if _, _, err := b.Load(ctx, k); err != nil {
 				t.Fatalf("a read after the failure: %v", err)
 			}
 			b.Close()
-			r := openTest(t, dir, BadgerOptions{})
+			r := openTest(t, dir, Options{})
 			defer r.Close()
 			rec, v, err := r.Load(ctx, k)
 			want := map[bool]string{true: `{"n":2}`, false: `{"n":1}`}[written]
 			if err != nil || string(rec.Snapshot) != want || v != map[bool]uint64{true: 2, false: 1}[written] {
 				t.Fatalf("reopened: %s at %d, %v", rec.Snapshot, v, err)
 			}
-			if _, err := r.Save(ctx, k, Record{Snapshot: []byte(`{}`)}, v); err != nil {
+			if _, err := r.Save(ctx, k, store.Record{Snapshot: []byte(`{}`)}, v); err != nil {
 				t.Fatalf("a save after reopening: %v", err)
 			}
 		})
@@ -351,16 +232,16 @@ func TestSyncFailure(t *testing.T) {
 // TestValueLogSyncFailure: Badger logs a failed sync of a value log file
 // and goes on; the store takes it as the commit's failure.
 func TestValueLogSyncFailure(t *testing.T) {
-	b := openTest(t, t.TempDir(), BadgerOptions{})
+	b := openTest(t, t.TempDir(), Options{})
 	defer b.Close()
 	ctx := context.Background()
 	inner := b.commit
-	b.commit = func(txn *badger.Txn) error {
+	b.commit = func(txn *dgbadger.Txn) error {
 		err := inner(txn)
 		badgerLogger{log: quietLog(), syncErr: &b.syncErr}.Errorf("Error while curlf sync: %v\n", errors.New("no space left on device"))
 		return err
 	}
-	if _, err := b.Save(ctx, Key{"m", "h"}, Record{Snapshot: []byte(`{}`)}, 0); !errors.Is(err, ErrOutcomeUnknown) || !strings.Contains(err.Error(), "no space left") {
+	if _, err := b.Save(ctx, store.Key{Machine: "m", Handle: "h"}, store.Record{Snapshot: []byte(`{}`)}, 0); !errors.Is(err, store.ErrOutcomeUnknown) || !strings.Contains(err.Error(), "no space left") {
 		t.Fatalf("save: %v", err)
 	}
 }
@@ -371,7 +252,7 @@ func TestValueLogSyncFailure(t *testing.T) {
 func TestReserve(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	b := openTest(t, dir, BadgerOptions{MinFree: 100 << 20})
+	b := openTest(t, dir, Options{MinFree: 100 << 20})
 	var free struct {
 		sync.Mutex
 		n int64
@@ -383,17 +264,17 @@ func TestReserve(t *testing.T) {
 		return free.n, nil
 	}
 	set := func(n int64) { free.Lock(); free.n = n; free.Unlock() }
-	k := Key{"m", "h"}
-	v, err := b.Save(ctx, k, Record{Snapshot: []byte(`{"n":1}`), Audit: &AuditEntry{Tool: "a"}}, 0)
+	k := store.Key{Machine: "m", Handle: "h"}
+	v, err := b.Save(ctx, k, store.Record{Snapshot: []byte(`{"n":1}`), Audit: &store.AuditEntry{Tool: "a"}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	set(100 << 20) // any write would eat into the reserve
-	_, err = b.Save(ctx, k, Record{Snapshot: []byte(`{"n":2}`), Audit: &AuditEntry{Tool: "b"}}, v)
-	if !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "--min-free") {
+	_, err = b.Save(ctx, k, store.Record{Snapshot: []byte(`{"n":2}`), Audit: &store.AuditEntry{Tool: "b"}}, v)
+	if !errors.Is(err, store.ErrNoSpace) || !strings.Contains(err.Error(), "--min-free") {
 		t.Fatalf("save under the reserve: %v", err)
 	}
-	if err := b.Delete(ctx, k); !errors.Is(err, ErrNoSpace) {
+	if err := b.Delete(ctx, k); !errors.Is(err, store.ErrNoSpace) {
 		t.Fatalf("delete under the reserve: %v", err)
 	}
 	rec, got, err := b.Load(ctx, k)
@@ -402,16 +283,16 @@ func TestReserve(t *testing.T) {
 		t.Fatalf("after the refused save: %s at %d, %d entries, %v", rec.Snapshot, got, len(trail), err)
 	}
 	set(1 << 30)
-	if v, err = b.Save(ctx, k, Record{Snapshot: []byte(`{"n":2}`)}, v); err != nil || v != 2 {
+	if v, err = b.Save(ctx, k, store.Record{Snapshot: []byte(`{"n":2}`)}, v); err != nil || v != 2 {
 		t.Fatalf("save once space is back: %d %v", v, err)
 	}
 	b.Close()
 	// The reserve is larger than the disk's free space: no open for
 	// writing; reading is fine.
-	if _, err := OpenBadger(dir, BadgerOptions{MinFree: 1 << 62, Logger: quietLog()}); !errors.Is(err, ErrNoSpace) {
+	if _, err := Open(dir, Options{MinFree: 1 << 62, Logger: quietLog()}); !errors.Is(err, store.ErrNoSpace) {
 		t.Fatalf("open under the reserve: %v", err)
 	}
-	r := openTest(t, dir, BadgerOptions{MinFree: 1 << 62, ReadOnly: true})
+	r := openTest(t, dir, Options{MinFree: 1 << 62, ReadOnly: true})
 	defer r.Close()
 	if _, v, err := r.Load(ctx, k); err != nil || v != 2 {
 		t.Fatalf("read-only open under the reserve: %d %v", v, err)
@@ -422,29 +303,29 @@ func TestReserve(t *testing.T) {
 // fine, a writer is refused while it reads.
 func TestReadOnly(t *testing.T) {
 	dir := t.TempDir()
-	b := openTest(t, dir, BadgerOptions{})
-	b.Save(context.Background(), Key{"m", "h"}, Record{Snapshot: []byte(`{}`)}, 0)
+	b := openTest(t, dir, Options{})
+	b.Save(context.Background(), store.Key{Machine: "m", Handle: "h"}, store.Record{Snapshot: []byte(`{}`)}, 0)
 	b.Close()
-	r := openTest(t, dir, BadgerOptions{ReadOnly: true})
+	r := openTest(t, dir, Options{ReadOnly: true})
 	defer r.Close()
-	if _, err := r.Save(context.Background(), Key{"m", "h"}, Record{Snapshot: []byte(`{}`)}, 1); !errors.Is(err, ErrReadOnly) {
+	if _, err := r.Save(context.Background(), store.Key{Machine: "m", Handle: "h"}, store.Record{Snapshot: []byte(`{}`)}, 1); !errors.Is(err, store.ErrReadOnly) {
 		t.Fatalf("save: %v", err)
 	}
-	if err := r.Delete(context.Background(), Key{"m", "h"}); !errors.Is(err, ErrReadOnly) {
+	if err := r.Delete(context.Background(), store.Key{Machine: "m", Handle: "h"}); !errors.Is(err, store.ErrReadOnly) {
 		t.Fatalf("delete: %v", err)
 	}
-	r2 := openTest(t, dir, BadgerOptions{ReadOnly: true})
+	r2 := openTest(t, dir, Options{ReadOnly: true})
 	r2.Close()
-	if _, err := OpenBadger(dir, BadgerOptions{Logger: quietLog()}); !errors.Is(err, ErrLocked) {
+	if _, err := Open(dir, Options{Logger: quietLog()}); !errors.Is(err, ErrLocked) {
 		t.Fatalf("a writer while a reader reads: %v", err)
 	}
-	if _, err := OpenBadger(t.TempDir(), BadgerOptions{ReadOnly: true, Logger: quietLog()}); !errors.Is(err, ErrNoStore) {
+	if _, err := Open(t.TempDir(), Options{ReadOnly: true, Logger: quietLog()}); !errors.Is(err, ErrNoStore) {
 		t.Fatalf("read-only open of an empty folder: %v", err)
 	}
 }
 
 // leading reports whether a saver is writing a batch.
-func leading(b *Badger) bool {
+func leading(b *Store) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.leading
@@ -453,10 +334,10 @@ func leading(b *Badger) bool {
 // TestEncodeMatchesMarshal checks the record encoding against json.Marshal.
 func TestEncodeMatchesMarshal(t *testing.T) {
 	when := time.Date(2026, 11, 29, 23, 45, 1, 123456789, time.UTC)
-	for _, rec := range []Record{
+	for _, rec := range []store.Record{
 		{Snapshot: []byte(`{"status":"active","value":"draft","context":{"a":[1,2]}}`), MachineVersion: "84ba43f72e65c37e", Updated: when},
 		{Snapshot: []byte(`{}`), MachineVersion: `odd "<quoted>"`, Updated: when.In(time.FixedZone("x", 3600)),
-			Timers: []Timer{{ID: "t1", Event: map[string]any{"type": "xstate.after.1000.m.s"}, Due: when}}},
+			Timers: []store.Timer{{ID: "t1", Event: map[string]any{"type": "xstate.after.1000.m.s"}, Due: when}}},
 	} {
 		got, err := encode(rec, 7)
 		if err != nil {
@@ -471,11 +352,11 @@ func TestEncodeMatchesMarshal(t *testing.T) {
 			t.Errorf("decode: %+v %d %v", back, v, err)
 		}
 	}
-	if _, err := encode(Record{Snapshot: []byte(`{`)}, 1); err == nil {
+	if _, err := encode(store.Record{Snapshot: []byte(`{`)}, 1); err == nil {
 		t.Error("a broken snapshot was encoded")
 	}
 	// A reset (no snapshot) is written null and read back as none.
-	enc, err := encode(Record{Updated: when}, 3)
+	enc, err := encode(store.Record{Updated: when}, 3)
 	if err != nil || !strings.Contains(string(enc), `"snapshot":null`) {
 		t.Fatalf("reset encoded as %s, %v", enc, err)
 	}
@@ -487,16 +368,16 @@ func TestEncodeMatchesMarshal(t *testing.T) {
 // TestBadRecordFailsItsSave: a snapshot that is not JSON fails its save
 // alone, before it is queued.
 func TestBadRecordFailsItsSave(t *testing.T) {
-	b := openTest(t, t.TempDir(), BadgerOptions{})
+	b := openTest(t, t.TempDir(), Options{})
 	defer b.Close()
 	ctx := context.Background()
-	if _, err := b.Save(ctx, Key{"m", "bad"}, Record{Snapshot: []byte(`{"a":`)}, 0); err == nil || !strings.Contains(err.Error(), "not valid JSON") {
+	if _, err := b.Save(ctx, store.Key{Machine: "m", Handle: "bad"}, store.Record{Snapshot: []byte(`{"a":`)}, 0); err == nil || !strings.Contains(err.Error(), "not valid JSON") {
 		t.Fatalf("bad save: %v", err)
 	}
-	if _, _, err := b.Load(ctx, Key{"m", "bad"}); !errors.Is(err, ErrNotFound) {
+	if _, _, err := b.Load(ctx, store.Key{Machine: "m", Handle: "bad"}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("bad record stored: %v", err)
 	}
-	if _, err := b.Save(ctx, Key{"m", "good"}, Record{Snapshot: []byte(`{}`)}, 0); err != nil {
+	if _, err := b.Save(ctx, store.Key{Machine: "m", Handle: "good"}, store.Record{Snapshot: []byte(`{}`)}, 0); err != nil {
 		t.Fatal(err)
 	}
 }

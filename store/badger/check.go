@@ -1,4 +1,4 @@
-package store
+package badger
 
 import (
 	"bytes"
@@ -16,14 +16,14 @@ import (
 	"strconv"
 	"strings"
 
-	badger "github.com/dgraph-io/badger/v4"
+	dgbadger "github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
 	"github.com/dgraph-io/badger/v4/pb"
 	"github.com/dgraph-io/badger/v4/table"
 	"google.golang.org/protobuf/proto"
 )
 
-// ErrDamaged is returned by OpenBadger for a store whose files do not
+// ErrDamaged is returned by Open for a store whose files do not
 // show that they hold everything it acknowledged: Badger would open it
 // and lose data without a word (start empty over its tables and delete
 // them, skip a table whose checksum fails, cut a log at a damaged record
@@ -38,7 +38,7 @@ func damaged(dir, format string, a ...any) error {
 
 // What Badger keeps in a store's folder.
 const (
-	manifestName = badger.ManifestFilename
+	manifestName = dgbadger.ManifestFilename
 	memExt       = ".mem"
 	vlogExt      = ".vlog"
 	logHeader    = 20 // a memtable's or value log's header (key id and IV)
@@ -47,8 +47,8 @@ const (
 // inspection is what a look at a store's folder found before Badger
 // opens it: it changes nothing.
 type inspection struct {
-	empty  bool                            // nothing stored: no MANIFEST and no data
-	tables map[uint64]badger.TableManifest // the tables the MANIFEST names
+	empty  bool                              // nothing stored: no MANIFEST and no data
+	tables map[uint64]dgbadger.TableManifest // the tables the MANIFEST names
 	// orphans are the table files that the MANIFEST does not name. A crash
 	// leaves some (a flush or a compaction that had written its tables
 	// but not yet recorded them, or tables recorded as deleted but not yet
@@ -201,7 +201,7 @@ func inspect(dir string, log *slog.Logger) (*inspection, error) {
 	if err != nil {
 		return nil, err
 	}
-	mf, end, err := badger.ReplayManifestFile(f, 0, badger.DefaultOptions(dir).WithLogger(badgerLogger{log: log}))
+	mf, end, err := dgbadger.ReplayManifestFile(f, 0, dgbadger.DefaultOptions(dir).WithLogger(badgerLogger{log: log}))
 	if err != nil {
 		return nil, damaged(dir, "the MANIFEST (the list of the store's tables) is damaged: %v", err)
 	}
@@ -551,7 +551,7 @@ func copyFile(src, dst string) error {
 // (their data is still in the memtable logs or in the tables they were
 // compacted from) and not of tables that a MANIFEST cut short no longer
 // names, whose memtable logs are gone.
-func checkOrphans(db *badger.DB, dir string, ins *inspection, log *slog.Logger) error {
+func checkOrphans(db *dgbadger.DB, dir string, ins *inspection, log *slog.Logger) error {
 	for _, id := range ins.orphans {
 		path := filepath.Join(dir, ins.names[id])
 		t, err := openTable(path, id, options.Snappy)
@@ -582,8 +582,8 @@ func checkOrphans(db *badger.DB, dir string, ins *inspection, log *slog.Logger) 
 		it.Close()
 		missing := 0
 		var example string
-		err = db.View(func(txn *badger.Txn) error {
-			opts := badger.DefaultIteratorOptions
+		err = db.View(func(txn *dgbadger.Txn) error {
+			opts := dgbadger.DefaultIteratorOptions
 			opts.AllVersions, opts.PrefetchValues = true, false
 			for user, v := range latest {
 				opts.Prefix = []byte(user)
@@ -638,9 +638,9 @@ func truncate(s string) string {
 // checksum fails, is an error. (Badger logs a value it cannot read from
 // its value log and gives it as empty; the store writes no empty value.)
 // Values under 1 KiB are never in a value log.
-func readAll(db *badger.DB, dir string, min int64) error {
-	return db.View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
+func readAll(db *dgbadger.DB, dir string, min int64) error {
+	return db.View(func(txn *dgbadger.Txn) error {
+		opts := dgbadger.DefaultIteratorOptions
 		opts.PrefetchValues = false
 		it := txn.NewIterator(opts)
 		defer it.Close()

@@ -1,6 +1,6 @@
 //go:build linux
 
-package store
+package badger
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stategate/stategate/store"
 )
 
 var fullDisk = flag.Bool("store.fulldisk", false, "fill a small tmpfs (mounted by the test: needs root)")
@@ -87,7 +89,7 @@ func TestFullDisk(t *testing.T) {
 	disk := smallDisk(t, 256<<20)
 	ctx := context.Background()
 	dir := filepath.Join(disk, "store")
-	b := openTest(t, dir, BadgerOptions{})
+	b := openTest(t, dir, Options{})
 	filler := filepath.Join(disk, "filler")
 	fill(t, filler, DefaultMinFree+64<<20)
 	var lowest atomic.Int64 // the least free space seen
@@ -109,7 +111,7 @@ func TestFullDisk(t *testing.T) {
 	}()
 	pad := incompressible(40 << 10)
 	var mu sync.Mutex
-	saved := map[Key]bool{}
+	saved := map[store.Key]bool{}
 	refused := 0
 	var firstRefusal time.Time
 	var wg sync.WaitGroup
@@ -118,13 +120,13 @@ func TestFullDisk(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; ; i++ {
-				k := Key{"m", fmt.Sprint(g, "-", i)}
-				_, err := b.Save(ctx, k, Record{Snapshot: []byte(`{"pad":"` + pad[i%4096:] + `"}`), Audit: &AuditEntry{Tool: "t"}}, 0)
+				k := store.Key{Machine: "m", Handle: fmt.Sprint(g, "-", i)}
+				_, err := b.Save(ctx, k, store.Record{Snapshot: []byte(`{"pad":"` + pad[i%4096:] + `"}`), Audit: &store.AuditEntry{Tool: "t"}}, 0)
 				mu.Lock()
 				switch {
 				case err == nil:
 					saved[k] = true
-				case errors.Is(err, ErrNoSpace):
+				case errors.Is(err, store.ErrNoSpace):
 					refused++
 					if firstRefusal.IsZero() {
 						firstRefusal = time.Now()
@@ -157,10 +159,10 @@ func TestFullDisk(t *testing.T) {
 	// Refused saves changed nothing; reads go on.
 	for g := range 8 {
 		for i := 0; ; i++ {
-			k := Key{"m", fmt.Sprint(g, "-", i)}
+			k := store.Key{Machine: "m", Handle: fmt.Sprint(g, "-", i)}
 			_, v, err := b.Load(ctx, k)
 			if !saved[k] {
-				if !errors.Is(err, ErrNotFound) {
+				if !errors.Is(err, store.ErrNotFound) {
 					t.Fatalf("%v, refused, is stored: %d %v", k, v, err)
 				}
 				break
@@ -172,8 +174,8 @@ func TestFullDisk(t *testing.T) {
 	}
 	// Space freed: saves go on.
 	os.Remove(filler)
-	k := Key{"m", "after"}
-	if _, err := b.Save(ctx, k, Record{Snapshot: []byte(`{}`)}, 0); err != nil {
+	k := store.Key{Machine: "m", Handle: "after"}
+	if _, err := b.Save(ctx, k, store.Record{Snapshot: []byte(`{}`)}, 0); err != nil {
 		t.Fatalf("save once space is freed: %v", err)
 	}
 	if err := b.Close(); err != nil {
@@ -181,18 +183,18 @@ func TestFullDisk(t *testing.T) {
 	}
 	// A disk with nothing left: no open for writing, reading is fine.
 	fill(t, filler, 0)
-	if _, err := OpenBadger(dir, BadgerOptions{Logger: quietLog()}); !errors.Is(err, ErrNoSpace) {
+	if _, err := Open(dir, Options{Logger: quietLog()}); !errors.Is(err, store.ErrNoSpace) {
 		t.Fatalf("open on a full disk: %v", err)
 	}
-	r := openTest(t, dir, BadgerOptions{ReadOnly: true})
+	r := openTest(t, dir, Options{ReadOnly: true})
 	if _, v, err := r.Load(ctx, k); err != nil || v != 1 {
 		t.Fatalf("read-only on a full disk: %d %v", v, err)
 	}
 	r.Close()
 	os.Remove(filler)
-	b = openTest(t, dir, BadgerOptions{})
+	b = openTest(t, dir, Options{})
 	defer b.Close()
-	if _, err := b.Save(ctx, k, Record{Snapshot: []byte(`{}`)}, 1); err != nil {
+	if _, err := b.Save(ctx, k, store.Record{Snapshot: []byte(`{}`)}, 1); err != nil {
 		t.Fatalf("save after reopening: %v", err)
 	}
 }

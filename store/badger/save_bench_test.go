@@ -1,27 +1,33 @@
-package store
+package badger_test
 
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"sync"
 	"testing"
+
+	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/store/badger"
 )
 
 // BenchmarkSaves measures durable saves of the project's own kind (an
 // invoice-like snapshot and its audit entry) by 1 and by 64 concurrent
 // savers, each on an instance of its own, as a server under load makes
 // them (concurrent saves share commits). ns/op is per save. It uses
-// nothing but the Store API, so that the same file runs against an
-// earlier store for a side-by-side comparison.
+// nothing but the Store API, badger.Open and Stats, so that the same file
+// runs against an earlier store for a side-by-side comparison
+// (scripts/compare-store.sh; before store/badger, store.OpenBadger).
 func BenchmarkSaves(b *testing.B) {
-	rec := Record{
+	rec := store.Record{
 		Snapshot:       []byte(`{"status":"active","value":"review","context":{"customer":"ACME","lines":[{"sku":"A-1","qty":2,"price":1250},{"sku":"B-7","qty":1,"price":990}],"total":3490,"currency":"EUR"},"historyValue":{},"children":{}}`),
 		MachineVersion: "84ba43f72e65c37e",
-		Audit:          &AuditEntry{Machine: "invoice", Tool: "invoice_submit", Event: map[string]any{"type": "SUBMIT", "note": "ok"}, From: "draft", To: "review"},
+		Audit:          &store.AuditEntry{Machine: "invoice", Tool: "invoice_submit", Event: map[string]any{"type": "SUBMIT", "note": "ok"}, From: "draft", To: "review"},
 	}
 	for _, savers := range []int{1, 64} {
 		b.Run(fmt.Sprint("savers=", savers), func(b *testing.B) {
-			st, err := OpenBadger(b.TempDir(), BadgerOptions{GCInterval: -1, Logger: quietLog()})
+			st, err := badger.Open(b.TempDir(), badger.Options{GCInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -35,7 +41,7 @@ func BenchmarkSaves(b *testing.B) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					k := Key{"invoice", fmt.Sprint("h", i)}
+					k := store.Key{Machine: "invoice", Handle: fmt.Sprint("h", i)}
 					var v uint64
 					for {
 						next.Lock()

@@ -1,4 +1,18 @@
-package store
+// Package badger is the store engine on disk: a store.Store in an
+// embedded Badger database (github.com/dgraph-io/badger). It owns how
+// records are kept there: their keys (lengths before bytes, so that no
+// two instances' keys meet) and values, the group commit of concurrent
+// saves and their syncs, the checks of a store's files before Badger
+// opens them (damage refused with ErrDamaged, nothing changed), the
+// import of the earlier format's write-ahead logs and keys, the folder's
+// lock (ErrLocked), the free-space reserve (store.ErrNoSpace), and a
+// failed disk (store.ErrOutcomeUnknown, then store.ErrDiskFailed). It
+// enforces the limits of package store (store.CheckKey, AppendRecord,
+// MarshalAuditEntry), well under Badger's own (keys of 65,000 bytes,
+// transactions of 15% of a memtable, values of a value log file), and
+// passes the contract suite of store/storetest. It knows nothing of the
+// gate, of machines or of what a snapshot holds.
+package badger
 
 import (
 	"bytes"
@@ -16,52 +30,35 @@ import (
 	"sync/atomic"
 	"time"
 
-	badger "github.com/dgraph-io/badger/v4"
+	dgbadger "github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
+
+	"github.com/stategate/stategate/store"
 )
 
-// ErrLocked is returned by OpenBadger when another process holds the
+// ErrLocked is returned by Open when another process holds the
 // store's folder (a running server, most likely).
 var ErrLocked = errors.New("store in use by another process")
 
 // errLockHeld is lockDir's: another process holds the folder's lock.
 var errLockHeld = errors.New("lock held")
 
-// ErrNoStore is returned by OpenBadger when asked to open an existing
+// ErrNoStore is returned by Open when asked to open an existing
 // store (ReadOnly, MustExist) where there is none.
 var ErrNoStore = errors.New("no store")
-
-// ErrReadOnly is returned by the writes of a store opened read-only.
-var ErrReadOnly = errors.New("the store is open read-only")
-
-// ErrNoSpace is returned by a save (or an open) that would leave less free
-// space on the store's disk than its reserve (BadgerOptions.MinFree):
-// nothing is written, reads go on, and saves succeed again once space is
-// freed.
-var ErrNoSpace = errors.New("not enough free disk space for the store")
-
-// ErrOutcomeUnknown is returned by a save whose commit or sync failed:
-// the save may or may not be on the disk (the next open tells). It wraps
-// the cause. The store then refuses every later write (ErrDiskFailed).
-var ErrOutcomeUnknown = errors.New("the store's disk failed during the save: its outcome is unknown (it may or may not be on disk)")
-
-// ErrDiskFailed is returned by every write after the disk failed to make
-// one durable; the store must be opened again (which shows what the disk
-// kept).
-var ErrDiskFailed = errors.New("the store's disk failed; it refuses changes until it is opened again")
 
 // DefaultMinFree is the free space a Badger store keeps in reserve on its
 // disk unless told otherwise: room for what Badger may still write once
 // saves stop (the end of a memtable's log, a flush to a table, two
 // compactions at once, which write their tables before removing the ones
-// they merge). With Badger sized as OpenBadger sizes it, that peaked at
+// they merge). With Badger sized as Open sizes it, that peaked at
 // 43 to 53 MiB for stores of 100 to 370 MiB of incompressible records
 // (TestFullDisk and its kin, on a tmpfs); a much larger store may want a
 // larger reserve.
 const DefaultMinFree = 128 << 20
 
-// BadgerOptions configure a Badger store.
-type BadgerOptions struct {
+// Options configure a store.
+type Options struct {
 	// NoSync lets writes return once they are in the operating system's
 	// cache, without a sync (faster; a killed process loses nothing, a
 	// power cut may lose the last writes). Off by default: a save is
@@ -71,16 +68,16 @@ type BadgerOptions struct {
 	// minutes when zero; negative: never).
 	GCInterval time.Duration
 	// AuditRetention bounds the audit entries kept per instance
-	// (DefaultAuditRetention when zero).
+	// (store.DefaultAuditRetention when zero).
 	AuditRetention int
 	// MinFree is the free space, in bytes, kept in reserve on the store's
-	// disk: a write that would leave less fails with ErrNoSpace, as does
-	// opening the store for writing (DefaultMinFree when zero; negative:
-	// no reserve).
+	// disk: a write that would leave less fails with store.ErrNoSpace, as
+	// does opening the store for writing (DefaultMinFree when zero;
+	// negative: no reserve).
 	MinFree int64
 	// ReadOnly opens an existing store to read it, changing nothing on
-	// disk; writes fail with ErrReadOnly. A store that was not closed
-	// cleanly (a killed server) is read from a scratch copy.
+	// disk; writes fail with store.ErrReadOnly. A store that was not
+	// closed cleanly (a killed server) is read from a scratch copy.
 	ReadOnly bool
 	// MustExist refuses to create a store where there is none
 	// (ErrNoStore).
@@ -92,7 +89,7 @@ type BadgerOptions struct {
 	Logger      *slog.Logger
 }
 
-// Badger is a Store in an embedded Badger database.
+// Store is a store.Store in an embedded Badger database.
 //
 // Saves are Badger transactions, synced before Save returns (Badger's
 // SyncWrites). Concurrent saves share them (group commit): a save that
@@ -100,8 +97,8 @@ type BadgerOptions struct {
 // as one transaction (several when they exceed Badger's transaction size,
 // split between saves: a save's record, audit entry and the audit entry
 // falling out of the retention are always in one).
-type Badger struct {
-	db        *badger.DB
+type Store struct {
+	db        *dgbadger.DB
 	dir       string // the store's folder
 	scratch   string // a scratch copy read instead of dir, removed on Close
 	unlock    func() error
@@ -129,15 +126,15 @@ type Badger struct {
 	// (this process is the only writer of its folder), so that a save
 	// need not read it back; pending holds the batch's (the leader's).
 	vmu      sync.Mutex
-	versions map[Key]uint64
-	pending  map[Key]uint64
+	versions map[store.Key]uint64
+	pending  map[store.Key]uint64
 
 	// syncErr is set by Badger's logger when Badger could not sync a
 	// value log file (an error it logs without returning it).
 	syncErr atomic.Pointer[string]
 	// Test hooks: commit commits a transaction; free returns the free
 	// space.
-	commit func(*badger.Txn) error
+	commit func(*dgbadger.Txn) error
 	free   func() (int64, error)
 
 	nSaves   atomic.Uint64
@@ -146,12 +143,12 @@ type Badger struct {
 
 // Stats returns how many saves were written, in how many commits (each
 // one sync unless NoSync).
-func (b *Badger) Stats() (saves, commits uint64) { return b.nSaves.Load(), b.nCommits.Load() }
+func (b *Store) Stats() (saves, commits uint64) { return b.nSaves.Load(), b.nCommits.Load() }
 
 // saveReq is a save (or, with del, a deletion) waiting to be written with
 // others in one batch.
 type saveReq struct {
-	k       Key
+	k       store.Key
 	version uint64
 	// key, val are the record's key and encoded record; audit the encoded
 	// audit entry (nil for none): all made by the saver, before it queues.
@@ -174,8 +171,8 @@ const maxBatch = 256
 // from 3 tables (writes wait at 6), and values under 256 KiB kept in the
 // tables (one log and one sync per commit). What Badger may write once
 // saves stop (DefaultMinFree) follows from these.
-func badgerOptions(dir string, o BadgerOptions, l badger.Logger) badger.Options {
-	opts := badger.DefaultOptions(dir).
+func badgerOptions(dir string, o Options, l dgbadger.Logger) dgbadger.Options {
+	opts := dgbadger.DefaultOptions(dir).
 		WithSyncWrites(!o.NoSync).
 		WithDetectConflicts(false). // the leader serializes the writes
 		WithReadOnly(o.ReadOnly).
@@ -212,7 +209,7 @@ func badgerOptions(dir string, o BadgerOptions, l badger.Logger) badger.Options 
 	return opts
 }
 
-// OpenBadger opens (or creates) a store in dir.
+// Open opens (or creates) a store in dir.
 //
 // The folder is checked first, under the folder's lock and changing
 // nothing: a store whose files do not show that they hold what it
@@ -222,7 +219,7 @@ func badgerOptions(dir string, o BadgerOptions, l badger.Logger) badger.Options 
 // server) is opened on a scratch copy first, where every value is read
 // back, before Badger recovers it in place. The write-ahead logs of the
 // store's earlier format are imported, and its keys rewritten (once).
-func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
+func Open(dir string, o Options) (*Store, error) {
 	log := o.Logger
 	if log == nil {
 		log = slog.Default()
@@ -252,7 +249,7 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 }
 
 // openChecked checks the folder and opens the store, under its lock.
-func openChecked(dir string, o BadgerOptions, log *slog.Logger) (*Badger, error) {
+func openChecked(dir string, o Options, log *slog.Logger) (*Store, error) {
 	ins, err := inspect(dir, log)
 	if err != nil {
 		var pe *os.PathError
@@ -362,7 +359,7 @@ func removeEmptyLogs(dir string, names []string) error {
 // folder, opens it there as Badger would open the store in place,
 // checks that it holds what the orphans hold and that every value reads
 // back, and returns it (read-only when o.ReadOnly).
-func openScratch(dir string, ins *inspection, o BadgerOptions, log *slog.Logger) (*Badger, error) {
+func openScratch(dir string, ins *inspection, o Options, log *slog.Logger) (*Store, error) {
 	tmp, err := os.MkdirTemp("", "stategate-scratch-")
 	if err != nil {
 		return nil, fmt.Errorf("cannot make a scratch copy of the store %s: %w", dir, err)
@@ -403,14 +400,14 @@ func openScratch(dir string, ins *inspection, o BadgerOptions, log *slog.Logger)
 	return s, nil
 }
 
-func minFree(o BadgerOptions) int64 {
+func minFree(o Options) int64 {
 	if o.MinFree == 0 {
 		return DefaultMinFree
 	}
 	return o.MinFree
 }
 
-// checkFree refuses (ErrNoSpace) if writing need bytes in dir would leave
+// checkFree refuses (store.ErrNoSpace) if writing need bytes in dir would leave
 // less than reserve free.
 func checkFree(dir string, reserve, need int64) error {
 	if reserve < 0 {
@@ -428,17 +425,17 @@ func spaceError(dir string, free, reserve, need int64) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %s has %s free, and the store keeps %s in reserve (--min-free); free some space and the store writes again",
-		ErrNoSpace, dir, mib(free), mib(reserve))
+		store.ErrNoSpace, dir, mib(free), mib(reserve))
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // openDB opens Badger in dir (checked) and starts the store.
-func openDB(dir string, o BadgerOptions) (*Badger, error) {
-	b := &Badger{dir: dir, log: o.Logger, stop: make(chan struct{}), retention: DefaultAuditRetention,
-		minFree: minFree(o), readOnly: o.ReadOnly, versions: map[Key]uint64{}, pending: map[Key]uint64{}}
+func openDB(dir string, o Options) (*Store, error) {
+	b := &Store{dir: dir, log: o.Logger, stop: make(chan struct{}), retention: store.DefaultAuditRetention,
+		minFree: minFree(o), readOnly: o.ReadOnly, versions: map[store.Key]uint64{}, pending: map[store.Key]uint64{}}
 	opts := badgerOptions(dir, o, badgerLogger{log: o.Logger, syncErr: &b.syncErr})
-	db, err := badger.Open(opts)
+	db, err := dgbadger.Open(opts)
 	if err != nil {
 		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
 			return nil, fmt.Errorf("%w: %s is held by another stategate (is a server running on it?)", ErrLocked, dir)
@@ -447,7 +444,7 @@ func openDB(dir string, o BadgerOptions) (*Badger, error) {
 	}
 	b.db = db
 	b.threshold, b.maxSize, b.maxCount = opts.ValueThreshold, db.MaxBatchSize(), db.MaxBatchCount()
-	b.commit = func(txn *badger.Txn) error { return txn.Commit() }
+	b.commit = func(txn *dgbadger.Txn) error { return txn.Commit() }
 	b.free = func() (int64, error) { return freeSpace(dir) }
 	if o.AuditRetention > 0 {
 		b.retention = uint64(o.AuditRetention)
@@ -465,20 +462,20 @@ func openDB(dir string, o BadgerOptions) (*Badger, error) {
 
 // upgraded reports whether the store's keys are of the current format:
 // the format is recorded, or no key is of the earlier one.
-func (b *Badger) upgraded() bool {
+func (b *Store) upgraded() bool {
 	return b.formatRecorded() || !b.hasPrefix(oldInstancePrefix) && !b.hasPrefix(oldAuditPrefix)
 }
 
 // formatRecorded reports whether the store records its key format.
-func (b *Badger) formatRecorded() bool {
+func (b *Store) formatRecorded() bool {
 	_, err := b.get(formatKey)
 	return err == nil
 }
 
-func (b *Badger) hasPrefix(p string) bool {
+func (b *Store) hasPrefix(p string) bool {
 	found := false
-	b.db.View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
+	b.db.View(func(txn *dgbadger.Txn) error {
+		opts := dgbadger.DefaultIteratorOptions
 		opts.Prefix, opts.PrefetchValues = []byte(p), false
 		it := txn.NewIterator(opts)
 		defer it.Close()
@@ -493,7 +490,7 @@ func (b *Badger) hasPrefix(p string) bool {
 // write-ahead logs hold go to Badger (older generation first), its keys
 // are rewritten, and the format is recorded; then, if removeLogs, the logs
 // are removed (renamed, if a save in them could not be imported).
-func (b *Badger) upgrade(ins *inspection, removeLogs bool) error {
+func (b *Store) upgrade(ins *inspection, removeLogs bool) error {
 	skipped := 0
 	if len(ins.oldBatches) > 0 {
 		n := 0
@@ -554,12 +551,12 @@ func (b *Badger) upgrade(ins *inspection, removeLogs bool) error {
 // migrateKeys rewrites the keys of the earlier format ("i/..." and
 // "a/...") as this format's and records the format. A crash midway leaves
 // some keys in each format; the next open goes on.
-func (b *Badger) migrateKeys() error {
+func (b *Store) migrateKeys() error {
 	n := 0
 	wb := b.db.NewWriteBatch()
 	for _, prefix := range []string{oldInstancePrefix, oldAuditPrefix} {
-		err := b.db.View(func(txn *badger.Txn) error {
-			opts := badger.DefaultIteratorOptions
+		err := b.db.View(func(txn *dgbadger.Txn) error {
+			opts := dgbadger.DefaultIteratorOptions
 			opts.Prefix = []byte(prefix)
 			it := txn.NewIterator(opts)
 			defer it.Close()
@@ -607,7 +604,7 @@ func (b *Badger) migrateKeys() error {
 
 // commitQueued writes the waiting saves (up to maxBatch) in one batch,
 // then hands the lead to the first save still waiting, if any.
-func (b *Badger) commitQueued() {
+func (b *Store) commitQueued() {
 	b.mu.Lock()
 	n := min(len(b.queue), maxBatch)
 	batch := append([]*saveReq(nil), b.queue[:n]...)
@@ -627,9 +624,9 @@ func (b *Badger) commitQueued() {
 
 // group is the saves of one transaction.
 type group struct {
-	txn         *badger.Txn
+	txn         *dgbadger.Txn
 	members     []int
-	versions    map[Key]uint64
+	versions    map[store.Key]uint64
 	size, count int64
 }
 
@@ -637,7 +634,7 @@ type group struct {
 // version) goes into the current transaction, or, if it would make it
 // exceed Badger's limits, into a new one after the current one is
 // committed.
-func (b *Badger) writeBatch(batch []*saveReq) {
+func (b *Store) writeBatch(batch []*saveReq) {
 	results := make([]error, len(batch))
 	clear(b.pending)
 	var g *group
@@ -673,7 +670,7 @@ func (b *Badger) writeBatch(batch []*saveReq) {
 			flush()
 			if stopped == nil {
 				results[i] = b.drop(r.k)
-				if results[i] != nil && !errors.Is(results[i], ErrNotFound) {
+				if results[i] != nil && !errors.Is(results[i], store.ErrNotFound) {
 					stopped = b.failure()
 				}
 			} else {
@@ -687,7 +684,7 @@ func (b *Badger) writeBatch(batch []*saveReq) {
 			continue
 		}
 		if cur != r.version {
-			results[i] = ErrConflict
+			results[i] = store.ErrConflict
 			continue
 		}
 		entries := b.entriesOf(r)
@@ -700,11 +697,11 @@ func (b *Badger) writeBatch(batch []*saveReq) {
 			}
 		}
 		if count >= b.maxCount || size >= b.maxSize {
-			results[i] = fmt.Errorf("%w: the save takes %d bytes in a transaction, over Badger's limit of %d", ErrTooLarge, size, b.maxSize)
+			results[i] = fmt.Errorf("%w: the save takes %d bytes in a transaction, over Badger's limit of %d", store.ErrTooLarge, size, b.maxSize)
 			continue
 		}
 		if g == nil {
-			g = &group{txn: b.db.NewTransaction(true), versions: map[Key]uint64{}}
+			g = &group{txn: b.db.NewTransaction(true), versions: map[store.Key]uint64{}}
 		}
 		for _, e := range entries {
 			if e.del {
@@ -750,7 +747,7 @@ type entry struct {
 
 // entriesOf returns a save's writes: its record, its audit entry, and the
 // deletion of the audit entry that falls out of the retention.
-func (b *Badger) entriesOf(r *saveReq) []entry {
+func (b *Store) entriesOf(r *saveReq) []entry {
 	out := []entry{{key: r.key, val: r.val}}
 	if r.audit == nil {
 		return out
@@ -765,7 +762,7 @@ func (b *Badger) entriesOf(r *saveReq) []entry {
 
 // estimate is what writes count against Badger's transaction limits, as
 // Badger counts them (Txn.checkSize).
-func (b *Badger) estimate(es []entry) (size, count int64) {
+func (b *Store) estimate(es []entry) (size, count int64) {
 	for _, e := range es {
 		k, v := int64(len(e.key)), int64(len(e.val))
 		if v < b.threshold {
@@ -781,7 +778,7 @@ func (b *Badger) estimate(es []entry) (size, count int64) {
 
 // checkSpace refuses a write of need bytes that would eat into the
 // reserve.
-func (b *Badger) checkSpace(need int64) error {
+func (b *Store) checkSpace(need int64) error {
 	if b.minFree < 0 {
 		return nil
 	}
@@ -794,7 +791,7 @@ func (b *Badger) checkSpace(need int64) error {
 
 // commitGroup commits a transaction, synced unless NoSync. A failure
 // leaves the outcome unknown and fails the store.
-func (b *Badger) commitGroup(g *group) error {
+func (b *Store) commitGroup(g *group) error {
 	b.nCommits.Add(1)
 	err := b.commit(g.txn)
 	if err == nil {
@@ -803,8 +800,8 @@ func (b *Badger) commitGroup(g *group) error {
 		}
 	}
 	if err != nil {
-		b.fail(fmt.Errorf("%w: %w", ErrDiskFailed, err))
-		return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+		b.fail(fmt.Errorf("%w: %w", store.ErrDiskFailed, err))
+		return fmt.Errorf("%w: %w", store.ErrOutcomeUnknown, err)
 	}
 	b.vmu.Lock()
 	if len(b.versions)+len(g.versions) > maxVersions {
@@ -818,7 +815,7 @@ func (b *Badger) commitGroup(g *group) error {
 }
 
 // fail records that the disk failed: every later write fails with err.
-func (b *Badger) fail(err error) {
+func (b *Store) fail(err error) {
 	b.mu.Lock()
 	if b.failed == nil {
 		b.failed = err
@@ -827,13 +824,13 @@ func (b *Badger) fail(err error) {
 	b.mu.Unlock()
 }
 
-func (b *Badger) failure() error {
+func (b *Store) failure() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.failed
 }
 
-func (b *Badger) gc(every time.Duration) {
+func (b *Store) gc(every time.Duration) {
 	defer b.done.Done()
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -852,51 +849,22 @@ func (b *Badger) gc(every time.Duration) {
 }
 
 // A stored value is the version (8 bytes, big-endian) then the record as
-// JSON.
-// encode writes a record after its version, as json.Marshal would write
-// it (but for the snapshot, taken as it is: it is JSON already; a reset
-// has none, written null).
-func encode(rec Record, version uint64) ([]byte, error) {
-	snap := []byte(rec.Snapshot)
-	if len(snap) == 0 {
-		snap = []byte("null")
-	} else if !json.Valid(snap) {
-		return nil, errors.New("the snapshot is not valid JSON")
-	}
-	mv, err := json.Marshal(rec.MachineVersion)
-	if err != nil {
-		return nil, err
-	}
-	updated, err := rec.Updated.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, 0, 8+len(snap)+len(mv)+len(updated)+64)
-	b = binary.BigEndian.AppendUint64(b, version)
-	b = append(b, `{"snapshot":`...)
-	b = append(b, snap...)
-	b = append(b, `,"machineVersion":`...)
-	b = append(b, mv...)
-	b = append(b, `,"updated":`...)
-	b = append(b, updated...)
-	if len(rec.Timers) > 0 {
-		timers, err := json.Marshal(rec.Timers)
-		if err != nil {
-			return nil, err
-		}
-		b = append(b, `,"timers":`...)
-		b = append(b, timers...)
-	}
-	return append(b, '}'), nil
+// JSON (store.AppendRecord's: store.Record's JSON, the snapshot taken as
+// it is). encode writes a record after its version; it refuses what
+// store.AppendRecord refuses (a snapshot that is not JSON, a record over
+// store.MaxRecordSize).
+func encode(rec store.Record, version uint64) ([]byte, error) {
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(rec.Snapshot)+128), version)
+	return store.AppendRecord(b, rec)
 }
 
-func decode(v []byte) (Record, uint64, error) {
+func decode(v []byte) (store.Record, uint64, error) {
 	if len(v) < 8 {
-		return Record{}, 0, errors.New("corrupt record")
+		return store.Record{}, 0, errors.New("corrupt record")
 	}
-	var rec Record
+	var rec store.Record
 	if err := json.Unmarshal(v[8:], &rec); err != nil {
-		return Record{}, 0, fmt.Errorf("corrupt record: %w", err)
+		return store.Record{}, 0, fmt.Errorf("corrupt record: %w", err)
 	}
 	if string(rec.Snapshot) == "null" {
 		rec.Snapshot = nil // a reset
@@ -905,36 +873,36 @@ func decode(v []byte) (Record, uint64, error) {
 }
 
 // Load returns an instance's record and version.
-func (b *Badger) Load(ctx context.Context, k Key) (Record, uint64, error) {
+func (b *Store) Load(ctx context.Context, k store.Key) (store.Record, uint64, error) {
 	if err := ctx.Err(); err != nil {
-		return Record{}, 0, err
+		return store.Record{}, 0, err
 	}
-	if err := checkKey(k); err != nil {
-		return Record{}, 0, err
+	if err := store.CheckKey(k); err != nil {
+		return store.Record{}, 0, err
 	}
 	v, err := b.get(instanceKey(k))
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return Record{}, 0, ErrNotFound
+	if errors.Is(err, dgbadger.ErrKeyNotFound) {
+		return store.Record{}, 0, store.ErrNotFound
 	}
 	if err != nil {
-		return Record{}, 0, err
+		return store.Record{}, 0, err
 	}
 	return decode(v)
 }
 
 // Save stores a record if the instance is still at version. Concurrent
-// saves are written together (see Badger); the save returns once its
+// saves are written together (see Store); the save returns once its
 // transaction is on the disk (in the operating system's cache with
 // NoSync). The record is encoded, and its size checked, before it joins
 // the queue.
-func (b *Badger) Save(ctx context.Context, k Key, rec Record, version uint64) (uint64, error) {
+func (b *Store) Save(ctx context.Context, k store.Key, rec store.Record, version uint64) (uint64, error) {
 	if b.readOnly {
-		return 0, ErrReadOnly
+		return 0, store.ErrReadOnly
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if err := checkKey(k); err != nil {
+	if err := store.CheckKey(k); err != nil {
 		return 0, err
 	}
 	if rec.Updated.IsZero() {
@@ -945,16 +913,10 @@ func (b *Badger) Save(ctx context.Context, k Key, rec Record, version uint64) (u
 	if r.val, err = encode(rec, version+1); err != nil {
 		return 0, err
 	}
-	if err := checkValue("record (snapshot, timers and machine version)", len(r.val)-8); err != nil {
-		return 0, err
-	}
 	if rec.Audit != nil {
 		entry := *rec.Audit
 		entry.Version = version + 1
-		if r.audit, err = json.Marshal(entry); err != nil {
-			return 0, err
-		}
-		if err := checkValue("audit entry", len(r.audit)); err != nil {
+		if r.audit, err = store.MarshalAuditEntry(entry); err != nil {
 			return 0, err
 		}
 	}
@@ -966,7 +928,7 @@ func (b *Badger) Save(ctx context.Context, k Key, rec Record, version uint64) (u
 
 // enqueue writes a request with the others waiting and returns its
 // outcome.
-func (b *Badger) enqueue(r *saveReq) error {
+func (b *Store) enqueue(r *saveReq) error {
 	r.done, r.lead = make(chan error, 1), make(chan struct{}, 1)
 	b.mu.Lock()
 	if b.closed {
@@ -1002,7 +964,7 @@ func (b *Badger) enqueue(r *saveReq) error {
 
 // version returns an instance's stored version (0: not stored), as the
 // batch being written leaves it.
-func (b *Badger) version(k Key, key []byte) (uint64, error) {
+func (b *Store) version(k store.Key, key []byte) (uint64, error) {
 	if v, ok := b.pending[k]; ok {
 		return v, nil
 	}
@@ -1013,7 +975,7 @@ func (b *Badger) version(k Key, key []byte) (uint64, error) {
 		return v, nil
 	}
 	val, err := b.get(key)
-	if errors.Is(err, badger.ErrKeyNotFound) {
+	if errors.Is(err, dgbadger.ErrKeyNotFound) {
 		return 0, nil
 	}
 	if err != nil {
@@ -1027,7 +989,7 @@ func (b *Badger) version(k Key, key []byte) (uint64, error) {
 
 // drop deletes an instance, its audit trail first and its record last,
 // in transactions of its own.
-func (b *Badger) drop(k Key) error {
+func (b *Store) drop(k store.Key) error {
 	keys, err := b.keys(trailPrefix(k), 0)
 	if err != nil {
 		return err
@@ -1043,7 +1005,7 @@ func (b *Badger) drop(k Key) error {
 			g = nil
 		}
 		if g == nil {
-			g = &group{txn: b.db.NewTransaction(true), versions: map[Key]uint64{}}
+			g = &group{txn: b.db.NewTransaction(true), versions: map[store.Key]uint64{}}
 		}
 		if err := g.txn.Delete(key); err != nil {
 			g.txn.Discard()
@@ -1059,10 +1021,10 @@ func (b *Badger) drop(k Key) error {
 
 // keys returns the keys with a prefix, in order, at most the last n of
 // them when n > 0.
-func (b *Badger) keys(prefix []byte, n int) ([][]byte, error) {
+func (b *Store) keys(prefix []byte, n int) ([][]byte, error) {
 	var keys [][]byte
-	err := b.db.View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
+	err := b.db.View(func(txn *dgbadger.Txn) error {
+		opts := dgbadger.DefaultIteratorOptions
 		opts.PrefetchValues = false
 		opts.Prefix = prefix
 		opts.Reverse = n > 0
@@ -1090,9 +1052,9 @@ func (b *Badger) keys(prefix []byte, n int) ([][]byte, error) {
 }
 
 // get returns a key's value.
-func (b *Badger) get(key []byte) ([]byte, error) {
+func (b *Store) get(key []byte) ([]byte, error) {
 	var val []byte
-	err := b.db.View(func(txn *badger.Txn) error {
+	err := b.db.View(func(txn *dgbadger.Txn) error {
 		item, err := txn.Get(key)
 		if err != nil {
 			return err
@@ -1104,11 +1066,11 @@ func (b *Badger) get(key []byte) ([]byte, error) {
 }
 
 // Delete removes an instance and its audit trail.
-func (b *Badger) Delete(ctx context.Context, k Key) error {
+func (b *Store) Delete(ctx context.Context, k store.Key) error {
 	if b.readOnly {
-		return ErrReadOnly
+		return store.ErrReadOnly
 	}
-	if err := checkKey(k); err != nil {
+	if err := store.CheckKey(k); err != nil {
 		return err
 	}
 	return b.enqueue(&saveReq{k: k, del: true})
@@ -1116,14 +1078,14 @@ func (b *Badger) Delete(ctx context.Context, k Key) error {
 
 // Audit returns the last n entries of an instance's audit trail, oldest
 // first.
-func (b *Badger) Audit(ctx context.Context, k Key, n int) ([]AuditEntry, error) {
-	if err := checkKey(k); err != nil {
+func (b *Store) Audit(ctx context.Context, k store.Key, n int) ([]store.AuditEntry, error) {
+	if err := store.CheckKey(k); err != nil {
 		return nil, err
 	}
-	var out []AuditEntry
-	err := b.db.View(func(txn *badger.Txn) error {
+	var out []store.AuditEntry
+	err := b.db.View(func(txn *dgbadger.Txn) error {
 		prefix := trailPrefix(k)
-		opts := badger.DefaultIteratorOptions
+		opts := dgbadger.DefaultIteratorOptions
 		opts.Prefix, opts.Reverse = prefix, true
 		it := txn.NewIterator(opts)
 		defer it.Close()
@@ -1131,7 +1093,7 @@ func (b *Badger) Audit(ctx context.Context, k Key, n int) ([]AuditEntry, error) 
 			if n > 0 && len(out) >= n {
 				break
 			}
-			var e AuditEntry
+			var e store.AuditEntry
 			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &e) }); err != nil {
 				return fmt.Errorf("audit entry of %s %q: %w", k.Machine, truncate(k.Handle), err)
 			}
@@ -1149,12 +1111,12 @@ func (b *Badger) Audit(ctx context.Context, k Key, n int) ([]AuditEntry, error) 
 }
 
 // List returns the stored instances' keys.
-func (b *Badger) List(ctx context.Context) ([]Key, error) {
+func (b *Store) List(ctx context.Context) ([]store.Key, error) {
 	keys, err := b.keys([]byte{tagInstance}, 0)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Key, 0, len(keys))
+	out := make([]store.Key, 0, len(keys))
 	for _, key := range keys {
 		if k, ok := parseInstanceKey(key); ok {
 			out = append(out, k)
@@ -1164,7 +1126,7 @@ func (b *Badger) List(ctx context.Context) ([]Key, error) {
 }
 
 // Close waits for the saves under way and closes the store.
-func (b *Badger) Close() error {
+func (b *Store) Close() error {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()

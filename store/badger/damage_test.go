@@ -1,4 +1,4 @@
-package store
+package badger
 
 import (
 	"bufio"
@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/dgraph-io/badger/v4/table"
+
+	"github.com/stategate/stategate/store"
 )
 
 // richStore saves, with small tables (so that flushes make tables), 100
@@ -22,10 +24,10 @@ import (
 // value log. It returns the folder closed cleanly, another that a process
 // killed with SIGKILL left after the same saves, and the records as
 // saved.
-func richStore(t *testing.T, machine string) (closed, killed string, want map[Key]string) {
+func richStore(t *testing.T, machine string) (closed, killed string, want map[store.Key]string) {
 	t.Helper()
 	closed = t.TempDir()
-	b := openTest(t, closed, BadgerOptions{SmallTables: true, NoSync: true})
+	b := openTest(t, closed, Options{SmallTables: true, NoSync: true})
 	want = fillRich(t, b, machine)
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
@@ -33,11 +35,11 @@ func richStore(t *testing.T, machine string) (closed, killed string, want map[Ke
 	return closed, killedStore(t, machine), want
 }
 
-func fillRich(t testing.TB, b *Badger, machine string) map[Key]string {
-	want := map[Key]string{}
+func fillRich(t testing.TB, b *Store, machine string) map[store.Key]string {
+	want := map[store.Key]string{}
 	ctx := context.Background()
 	for i := range 100 {
-		k := Key{machine, "h" + strconv.Itoa(i)}
+		k := store.Key{Machine: machine, Handle: "h" + strconv.Itoa(i)}
 		pad := strings.Repeat("p", 900)
 		if i%8 == 0 {
 			pad = strings.Repeat("V", 20<<10) // over the value threshold
@@ -46,7 +48,7 @@ func fillRich(t testing.TB, b *Badger, machine string) map[Key]string {
 		for j := range 5 {
 			snap := `{"i":` + strconv.Itoa(i) + `,"j":` + strconv.Itoa(j) + `,"pad":"` + pad + `"}`
 			var err error
-			if v, err = b.Save(ctx, k, Record{Snapshot: []byte(snap), Audit: &AuditEntry{Tool: "t" + strconv.Itoa(j)}}, v); err != nil {
+			if v, err = b.Save(ctx, k, store.Record{Snapshot: []byte(snap), Audit: &store.AuditEntry{Tool: "t" + strconv.Itoa(j)}}, v); err != nil {
 				t.Fatal(err)
 			}
 			want[k] = snap
@@ -86,7 +88,7 @@ func TestRichStoreProcess(t *testing.T) {
 		t.Skip("the child process of killedStore")
 	}
 	// Not synced: a killed process loses nothing of what it wrote.
-	b := openTest(t, dir, BadgerOptions{SmallTables: true, NoSync: true})
+	b := openTest(t, dir, Options{SmallTables: true, NoSync: true})
 	fillRich(t, b, os.Getenv("STATEGATE_RICH_MACHINE"))
 	fmt.Println("saved")
 	select {} // until killed
@@ -147,7 +149,7 @@ func cut(t *testing.T, path string, to func(size int) int) {
 }
 
 // checkAll opens a store and finds every record as saved.
-func checkAll(t *testing.T, dir string, o BadgerOptions, want map[Key]string) {
+func checkAll(t *testing.T, dir string, o Options, want map[store.Key]string) {
 	t.Helper()
 	b := openTest(t, dir, o)
 	defer b.Close()
@@ -285,19 +287,19 @@ func TestDamageIsRefused(t *testing.T) {
 			mayOpen := strings.HasPrefix(c.want, "?")
 			c.want = strings.TrimPrefix(c.want, "?")
 			if c.want == "" {
-				checkAll(t, dir, BadgerOptions{ReadOnly: true, SmallTables: true}, want)
+				checkAll(t, dir, Options{ReadOnly: true, SmallTables: true}, want)
 				sameHashes(t, before, folderHashes(t, dir))
-				checkAll(t, dir, BadgerOptions{SmallTables: true}, want)
-				checkAll(t, dir, BadgerOptions{ReadOnly: true, SmallTables: true}, want)
+				checkAll(t, dir, Options{SmallTables: true}, want)
+				checkAll(t, dir, Options{ReadOnly: true, SmallTables: true}, want)
 				return
 			}
 			for _, ro := range []bool{true, false} {
-				b, err := OpenBadger(dir, BadgerOptions{ReadOnly: ro, SmallTables: true, GCInterval: -1, Logger: quietLog()})
+				b, err := Open(dir, Options{ReadOnly: ro, SmallTables: true, GCInterval: -1, Logger: quietLog()})
 				if err == nil {
 					b.Close()
 					if mayOpen {
 						t.Logf("opens: the damage lost nothing")
-						checkAll(t, dir, BadgerOptions{ReadOnly: true, SmallTables: true}, want)
+						checkAll(t, dir, Options{ReadOnly: true, SmallTables: true}, want)
 						return
 					}
 				}
@@ -325,7 +327,7 @@ func TestTornLastWriteOpens(t *testing.T) {
 	start, end := lastTxn(data)
 	clear(data[(start+end)/2 : end])
 	os.WriteFile(path, data, 0o644)
-	b := openTest(t, dir, BadgerOptions{SmallTables: true})
+	b := openTest(t, dir, Options{SmallTables: true})
 	defer b.Close()
 	lost := 0
 	for k, snap := range want {
@@ -356,11 +358,11 @@ func TestEmptyMemtableLogOpens(t *testing.T) {
 	if err := os.WriteFile(empty, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	checkAll(t, dir, BadgerOptions{ReadOnly: true, GCInterval: -1}, want)
+	checkAll(t, dir, Options{ReadOnly: true, GCInterval: -1}, want)
 	if _, err := os.Stat(empty); err != nil {
 		t.Fatalf("a read-only open changed the store: %v", err)
 	}
-	checkAll(t, dir, BadgerOptions{SmallTables: true}, want)
+	checkAll(t, dir, Options{SmallTables: true}, want)
 }
 
 // TestRemovedMemtableLogIsRefused: a memtable log removed before the
@@ -383,7 +385,7 @@ func TestRemovedMemtableLogIsRefused(t *testing.T) {
 		if err := os.Remove(filepath.Join(dir, filepath.Base(mems[0]))); err != nil {
 			t.Fatal(err)
 		}
-		b, err := OpenBadger(dir, BadgerOptions{GCInterval: -1, Logger: quietLog()})
+		b, err := Open(dir, Options{GCInterval: -1, Logger: quietLog()})
 		if err != nil {
 			if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "a memtable log before it was removed") {
 				t.Fatalf("err = %v", err)
@@ -401,14 +403,14 @@ func TestRemovedMemtableLogIsRefused(t *testing.T) {
 }
 
 // richRecords are the records fillRich leaves.
-func richRecords(machine string) map[Key]string {
-	want := map[Key]string{}
+func richRecords(machine string) map[store.Key]string {
+	want := map[store.Key]string{}
 	for i := range 100 {
 		pad := strings.Repeat("p", 900)
 		if i%8 == 0 {
 			pad = strings.Repeat("V", 20<<10)
 		}
-		want[Key{machine, "h" + strconv.Itoa(i)}] = `{"i":` + strconv.Itoa(i) + `,"j":4,"pad":"` + pad + `"}`
+		want[store.Key{Machine: machine, Handle: "h" + strconv.Itoa(i)}] = `{"i":` + strconv.Itoa(i) + `,"j":4,"pad":"` + pad + `"}`
 	}
 	return want
 }
@@ -476,7 +478,7 @@ func TestRandomDamage(t *testing.T) {
 		}
 		what = filepath.Base(path) + " " + what
 		before := folderHashes(t, dir)
-		b, err := OpenBadger(dir, BadgerOptions{SmallTables: true, GCInterval: -1, Logger: quietLog()})
+		b, err := Open(dir, Options{SmallTables: true, GCInterval: -1, Logger: quietLog()})
 		if err != nil {
 			if !errors.Is(err, ErrDamaged) {
 				t.Fatalf("%s: %v; want ErrDamaged or every record", what, err)
@@ -489,7 +491,7 @@ func TestRandomDamage(t *testing.T) {
 		b.Close()
 		opened++
 		t.Logf("%s: opens", what)
-		checkAll(t, dir, BadgerOptions{SmallTables: true}, want)
+		checkAll(t, dir, Options{SmallTables: true}, want)
 	}
 	t.Logf("%d damages refused, %d opened with every record", refused, opened)
 }

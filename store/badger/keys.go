@@ -1,9 +1,11 @@
-package store
+package badger
 
 import (
 	"bytes"
 	"encoding/binary"
 	"strings"
+
+	"github.com/stategate/stategate/store"
 )
 
 // Badger keys. Each component of a key is written after its length (a
@@ -30,15 +32,16 @@ var formatKey = []byte("Mformat")
 const formatVersion = "2"
 
 // appendKeyOf appends an instance's components to b.
-func appendKeyOf(b []byte, k Key) []byte {
+func appendKeyOf(b []byte, k store.Key) []byte {
 	b = binary.AppendUvarint(b, uint64(len(k.Machine)))
 	b = append(b, k.Machine...)
 	b = binary.AppendUvarint(b, uint64(len(k.Handle)))
 	return append(b, k.Handle...)
 }
 
-// keyLen is the length of an instance's record key.
-func keyLen(k Key) int {
+// keyLen is the length of an instance's record key: store.KeySize, which
+// bounds it (store.MaxKeySize), counts the same bytes.
+func keyLen(k store.Key) int {
 	return 1 + uvarintLen(len(k.Machine)) + len(k.Machine) + uvarintLen(len(k.Handle)) + len(k.Handle)
 }
 
@@ -48,52 +51,52 @@ func uvarintLen(n int) int {
 }
 
 // instanceKey is the key of an instance's record.
-func instanceKey(k Key) []byte {
+func instanceKey(k store.Key) []byte {
 	return appendKeyOf(append(make([]byte, 0, keyLen(k)), tagInstance), k)
 }
 
 // trailPrefix is the prefix of an instance's audit entries' keys.
-func trailPrefix(k Key) []byte {
+func trailPrefix(k store.Key) []byte {
 	return appendKeyOf(append(make([]byte, 0, keyLen(k)+8), tagAudit), k)
 }
 
 // auditKey is the key of an instance's audit entry at a version.
-func auditKey(k Key, version uint64) []byte {
+func auditKey(k store.Key, version uint64) []byte {
 	return binary.BigEndian.AppendUint64(trailPrefix(k), version)
 }
 
 // readComponents reads the machine id and handle at the start of b and
 // returns what follows them.
-func readComponents(b []byte) (Key, []byte, bool) {
+func readComponents(b []byte) (store.Key, []byte, bool) {
 	var parts [2]string
 	for i := range parts {
 		n, w := binary.Uvarint(b)
 		if w <= 0 || uint64(len(b)-w) < n {
-			return Key{}, nil, false
+			return store.Key{}, nil, false
 		}
 		parts[i] = string(b[w : w+int(n)])
 		b = b[w+int(n):]
 	}
-	return Key{Machine: parts[0], Handle: parts[1]}, b, true
+	return store.Key{Machine: parts[0], Handle: parts[1]}, b, true
 }
 
 // parseInstanceKey reads an instance record's key.
-func parseInstanceKey(b []byte) (Key, bool) {
+func parseInstanceKey(b []byte) (store.Key, bool) {
 	if len(b) == 0 || b[0] != tagInstance {
-		return Key{}, false
+		return store.Key{}, false
 	}
 	k, rest, ok := readComponents(b[1:])
 	return k, ok && len(rest) == 0
 }
 
 // parseAuditKey reads an audit entry's key.
-func parseAuditKey(b []byte) (Key, uint64, bool) {
+func parseAuditKey(b []byte) (store.Key, uint64, bool) {
 	if len(b) == 0 || b[0] != tagAudit {
-		return Key{}, 0, false
+		return store.Key{}, 0, false
 	}
 	k, rest, ok := readComponents(b[1:])
 	if !ok || len(rest) != 8 {
-		return Key{}, 0, false
+		return store.Key{}, 0, false
 	}
 	return k, binary.BigEndian.Uint64(rest), true
 }
@@ -115,7 +118,7 @@ func newKeyOf(old []byte) ([]byte, bool) {
 		if !ok {
 			return nil, false
 		}
-		return instanceKey(Key{Machine: m, Handle: h}), true
+		return instanceKey(store.Key{Machine: m, Handle: h}), true
 	case bytes.HasPrefix(old, []byte(oldAuditPrefix)):
 		// "a/MACHINE\x00HANDLE\x00" then the version's 8 bytes.
 		rest := old[len(oldAuditPrefix):]
@@ -126,7 +129,7 @@ func newKeyOf(old []byte) ([]byte, bool) {
 		if !ok {
 			return nil, false
 		}
-		return auditKey(Key{Machine: m, Handle: h}, binary.BigEndian.Uint64(rest[len(rest)-8:])), true
+		return auditKey(store.Key{Machine: m, Handle: h}, binary.BigEndian.Uint64(rest[len(rest)-8:])), true
 	}
 	return nil, false
 }

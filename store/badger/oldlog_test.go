@@ -1,4 +1,4 @@
-package store
+package badger
 
 import (
 	"archive/tar"
@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stategate/stategate/store"
 )
 
 // oldLogFile builds a write-ahead log of the earlier format, as its
@@ -66,13 +68,13 @@ func (l *oldLogFile) write(t *testing.T, path string) {
 
 // oldSet is the old store's write of an instance's record.
 func oldSet(m, h string, version uint64, snap string) oldOp {
-	val, _ := encode(Record{Snapshot: []byte(snap), Updated: time.Unix(1e9, 0).UTC()}, version)
+	val, _ := encode(store.Record{Snapshot: []byte(snap), Updated: time.Unix(1e9, 0).UTC()}, version)
 	return oldOp{key: []byte(oldInstancePrefix + m + "\x00" + h), val: val}
 }
 
 // oldAudit is the old store's write of an audit entry.
 func oldAudit(m, h string, version uint64, tool string) oldOp {
-	val, _ := json.Marshal(AuditEntry{Tool: tool, Version: version})
+	val, _ := json.Marshal(store.AuditEntry{Tool: tool, Version: version})
 	return oldOp{key: binary.BigEndian.AppendUint64([]byte(oldAuditPrefix+m+"\x00"+h+"\x00"), version), val: val}
 }
 
@@ -118,7 +120,7 @@ func sameHashes(t *testing.T, before, after map[string]string) {
 func TestImportOldLogs(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	b := openTest(t, dir, BadgerOptions{})
+	b := openTest(t, dir, Options{})
 	b.Close()
 	older, newer := newOldLogFile(6), newOldLogFile(7)
 	older.add(6, oldSet("m", "a", 1, `{"v":"older"}`), oldAudit("m", "a", 1, "t1"))
@@ -134,22 +136,22 @@ func TestImportOldLogs(t *testing.T) {
 	older.write(t, filepath.Join(dir, "stategate-2.wal"))
 
 	// With NoSync, the import is synced all the same.
-	b = openTest(t, dir, BadgerOptions{NoSync: true})
-	check := func(b *Badger) {
+	b = openTest(t, dir, Options{NoSync: true})
+	check := func(b *Store) {
 		t.Helper()
-		rec, v, err := b.Load(ctx, Key{"m", "a"})
+		rec, v, err := b.Load(ctx, store.Key{Machine: "m", Handle: "a"})
 		if err != nil || v != 2 || string(rec.Snapshot) != `{"v":"newer"}` {
 			t.Fatalf("m/a: %s at %d, %v", rec.Snapshot, v, err)
 		}
-		trail, _ := b.Audit(ctx, Key{"m", "a"}, 0)
+		trail, _ := b.Audit(ctx, store.Key{Machine: "m", Handle: "a"}, 0)
 		if len(trail) != 2 || trail[0].Tool != "t1" || trail[1].Tool != "t2" {
 			t.Fatalf("m/a's trail: %+v", trail)
 		}
-		if trail, _ := b.Audit(ctx, Key{"m", "a\x00evil"}, 0); len(trail) != 1 || trail[0].Tool != "e1" {
+		if trail, _ := b.Audit(ctx, store.Key{Machine: "m", Handle: "a\x00evil"}, 0); len(trail) != 1 || trail[0].Tool != "e1" {
 			t.Fatalf("m/a\\x00evil's trail: %+v", trail)
 		}
 		for _, h := range []string{"gone", "stale"} {
-			if _, _, err := b.Load(ctx, Key{"m", h}); !errors.Is(err, ErrNotFound) {
+			if _, _, err := b.Load(ctx, store.Key{Machine: "m", Handle: h}); !errors.Is(err, store.ErrNotFound) {
 				t.Fatalf("m/%s: %v", h, err)
 			}
 		}
@@ -165,7 +167,7 @@ func TestImportOldLogs(t *testing.T) {
 			t.Fatalf("%s is still there (%v)", name, err)
 		}
 	}
-	b = openTest(t, dir, BadgerOptions{ReadOnly: true})
+	b = openTest(t, dir, Options{ReadOnly: true})
 	defer b.Close()
 	if b.scratch != "" || !b.upgraded() {
 		t.Fatal("the upgraded store is not read in place")
@@ -221,7 +223,7 @@ func TestOldLogDamage(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			b := openTest(t, dir, BadgerOptions{})
+			b := openTest(t, dir, Options{})
 			b.Close()
 			l := healthy()
 			if err := os.WriteFile(filepath.Join(dir, "stategate.wal"), c.damage(l), 0o644); err != nil {
@@ -229,12 +231,12 @@ func TestOldLogDamage(t *testing.T) {
 			}
 			l.second.write(t, filepath.Join(dir, "stategate-2.wal"))
 			before := folderHashes(t, dir)
-			r, err := OpenBadger(dir, BadgerOptions{GCInterval: -1, Logger: quietLog()})
+			r, err := Open(dir, Options{GCInterval: -1, Logger: quietLog()})
 			if c.want != "" {
 				if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "stategate") {
 					t.Fatalf("open: %v; want ErrDamaged saying %q", err, c.want)
 				}
-				if r2, err := OpenBadger(dir, BadgerOptions{ReadOnly: true, Logger: quietLog()}); !errors.Is(err, ErrDamaged) {
+				if r2, err := Open(dir, Options{ReadOnly: true, Logger: quietLog()}); !errors.Is(err, ErrDamaged) {
 					r2.Close()
 					t.Fatalf("read-only open: %v", err)
 				}
@@ -245,11 +247,11 @@ func TestOldLogDamage(t *testing.T) {
 				t.Fatalf("open: %v", err)
 			}
 			defer r.Close()
-			_, v, err := r.Load(context.Background(), Key{"m", "x"})
-			if c.at == 0 && !errors.Is(err, ErrNotFound) || c.at > 0 && (err != nil || v != c.at) {
+			_, v, err := r.Load(context.Background(), store.Key{Machine: "m", Handle: "x"})
+			if c.at == 0 && !errors.Is(err, store.ErrNotFound) || c.at > 0 && (err != nil || v != c.at) {
 				t.Fatalf("m/x at %d, %v; want %d", v, err, c.at)
 			}
-			if _, v, err := r.Load(context.Background(), Key{"m", "y"}); err != nil || v != 1 {
+			if _, v, err := r.Load(context.Background(), store.Key{Machine: "m", Handle: "y"}); err != nil || v != 1 {
 				t.Fatalf("m/y at %d, %v", v, err)
 			}
 		})
@@ -329,21 +331,21 @@ func TestUpgradeFromTheOldStore(t *testing.T) {
 	}
 	os.Remove(filepath.Join(dir, "expected.json"))
 	ctx := context.Background()
-	check := func(b *Badger) {
+	check := func(b *Store) {
 		t.Helper()
 		keys, err := b.List(ctx)
 		if err != nil || len(keys) != len(want)-1 {
 			t.Fatalf("listed %d, %v; want %d", len(keys), err, len(want)-1)
 		}
 		for _, w := range want {
-			k := Key{w.Machine, w.Handle}
+			k := store.Key{Machine: w.Machine, Handle: w.Handle}
 			rec, v, err := b.Load(ctx, k)
 			trail, terr := b.Audit(ctx, k, 0)
 			if terr != nil {
 				t.Fatal(terr)
 			}
 			if w.Deleted {
-				if !errors.Is(err, ErrNotFound) || len(trail) != 0 {
+				if !errors.Is(err, store.ErrNotFound) || len(trail) != 0 {
 					t.Fatalf("%q was deleted: %v, %d entries", w.Handle, err, len(trail))
 				}
 				continue
@@ -362,12 +364,12 @@ func TestUpgradeFromTheOldStore(t *testing.T) {
 		}
 	}
 	before := folderHashes(t, dir)
-	r := openTest(t, dir, BadgerOptions{ReadOnly: true})
+	r := openTest(t, dir, Options{ReadOnly: true})
 	check(r)
 	r.Close()
 	sameHashes(t, before, folderHashes(t, dir))
 
-	b := openTest(t, dir, BadgerOptions{})
+	b := openTest(t, dir, Options{})
 	check(b)
 	b.Close()
 	for _, name := range oldLogNames {
@@ -375,7 +377,7 @@ func TestUpgradeFromTheOldStore(t *testing.T) {
 			t.Fatalf("%s is still there", name)
 		}
 	}
-	b = openTest(t, dir, BadgerOptions{})
+	b = openTest(t, dir, Options{})
 	defer b.Close()
 	check(b)
 }
