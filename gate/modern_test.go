@@ -62,27 +62,12 @@ func modernServer(t *testing.T) (url, dir string, lib *workflow.Library, st *sto
 // default: it probes with server/discover).
 func connectModern(t *testing.T, c *client.Client) *mcptest.Client {
 	t.Helper()
-	ctx := context.Background()
-	mc := watched(t, c)
-	init := mcp.InitializeRequest{}
-	init.Params.ClientInfo = mcp.Implementation{Name: "modern", Version: "1"}
-	if _, err := c.Initialize(ctx, init); err != nil {
-		t.Fatal(err)
-	}
-	if v := c.ProtocolVersion(); v != mcp.ProtocolVersion20260728 {
-		t.Fatalf("negotiated %q, want %s", v, mcp.ProtocolVersion20260728)
-	}
-	t.Cleanup(func() { c.Close() })
-	return mc
+	return mcptest.Start(t, c, mcptest.Options{Version: mcp.ProtocolVersion20260728, Name: "modern"})
 }
 
 func modernHTTP(t *testing.T, url string) *mcptest.Client {
 	t.Helper()
-	c, err := client.NewStreamableHttpClient(url, transport.WithHTTPLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return connectModern(t, c)
+	return mcptest.HTTP(t, url, mcptest.Options{Version: mcp.ProtocolVersion20260728, Name: "modern"})
 }
 
 // listing is a tool list as text, to compare lists whole.

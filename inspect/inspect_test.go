@@ -2,7 +2,6 @@ package inspect_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,12 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
-	"github.com/mark3labs/mcp-go/mcp"
-
 	"github.com/stategate/stategate/gate"
 	"github.com/stategate/stategate/inspect"
+	"github.com/stategate/stategate/internal/mcptest"
 	"github.com/stategate/stategate/internal/watch"
 	"github.com/stategate/stategate/store"
 	"github.com/stategate/stategate/workflow"
@@ -88,56 +84,22 @@ func start(t testing.TB, hopts gate.HTTPOptions, reset bool, extra map[string]st
 }
 
 // agent is an MCP client of the server.
-type agent struct {
-	t testing.TB
-	c *client.Client
-}
+type agent struct{ *mcptest.Client }
 
 func connect(t testing.TB, url string) *agent {
 	t.Helper()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	c, err := client.NewStreamableHttpClient(url+"/mcp", transport.WithHTTPLogger(quiet))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	req := mcp.InitializeRequest{}
-	req.Params.ProtocolVersion = mcp.ProtocolVersion20251125
-	req.Params.ClientInfo = mcp.Implementation{Name: "inspect-test", Version: "1"}
-	if _, err := c.Initialize(ctx, req); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return &agent{t: t, c: c}
+	return &agent{mcptest.HTTP(t, url+"/mcp", mcptest.Options{Name: "inspect-test"})}
 }
 
 // call calls a tool, which must succeed, and returns its structured
 // content and text.
 func (a *agent) call(name string, args map[string]any) (map[string]any, string) {
-	a.t.Helper()
-	req := mcp.CallToolRequest{}
-	req.Params.Name = name
-	req.Params.Arguments = args
-	res, err := a.c.CallTool(context.Background(), req)
-	if err != nil {
-		a.t.Fatalf("%s: %v", name, err)
-	}
-	var text []string
-	for _, c := range res.Content {
-		if tc, ok := c.(mcp.TextContent); ok {
-			text = append(text, tc.Text)
-		}
-	}
+	a.T().Helper()
+	res := a.Result(name, args)
 	if res.IsError {
-		a.t.Fatalf("%s: %s", name, strings.Join(text, "\n"))
+		a.T().Fatalf("%s: %s", name, mcptest.Text(res))
 	}
-	var sc map[string]any
-	data, _ := json.Marshal(res.StructuredContent)
-	_ = json.Unmarshal(data, &sc)
-	return sc, strings.Join(text, "\n")
+	return mcptest.Structured(res), mcptest.Text(res)
 }
 
 // get makes a plain request with the headers given.

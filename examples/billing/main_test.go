@@ -13,52 +13,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/stategate/stategate/internal/mcptest"
 )
 
 // walk drives an invoice through the billing server as an agent would,
 // checking what is listed at each step, that discharge is refused before
 // approval, and that a discharge records the payment in the ledger.
-func walk(t *testing.T, c *client.Client, ledgerFile string) {
+func walk(t *testing.T, c *mcptest.Client, ledgerFile string) {
 	t.Helper()
-	ctx := context.Background()
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
-	init.Params.ClientInfo = mcp.Implementation{Name: "billing-test", Version: "1"}
-	if _, err := c.Initialize(ctx, init); err != nil {
-		t.Fatal(err)
-	}
 	listed := func() map[string]bool {
-		res, err := c.ListTools(ctx, mcp.ListToolsRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
 		out := map[string]bool{}
-		for _, tl := range res.Tools {
-			out[tl.Name] = true
+		for name := range c.Tools() {
+			out[name] = true
 		}
 		return out
 	}
-	call := func(name string, args map[string]any) *mcp.CallToolResult {
-		req := mcp.CallToolRequest{}
-		req.Params.Name, req.Params.Arguments = name, args
-		res, err := c.CallTool(ctx, req)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		return res
-	}
-	text := func(res *mcp.CallToolResult) string {
-		var out []string
-		for _, c := range res.Content {
-			if tc, ok := c.(mcp.TextContent); ok {
-				out = append(out, tc.Text)
-			}
-		}
-		return strings.Join(out, "\n")
-	}
+	call := c.Result
+	text := mcptest.Text
 	if l := listed(); !l["ledger"] || !l["invoice_add_line"] || l["discharge"] || l["invoice_approve"] {
 		t.Fatalf("in draft: %v", l)
 	}
@@ -98,10 +70,7 @@ func TestBillingOverStdio(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"-ledger", ledgerFile}, inR, outW, io.Discard); outW.Close() }()
-	c := client.NewClient(transport.NewIO(outR, inW, io.NopCloser(strings.NewReader(""))))
-	if err := c.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	c := mcptest.Pipes(t, outR, inW, mcptest.Options{Version: mcp.LATEST_LEGACY_PROTOCOL_VERSION, Name: "billing-test"})
 	walk(t, c, ledgerFile)
 	inW.Close()
 	cancel()
@@ -117,13 +86,7 @@ func TestBillingOverHTTP(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"-http", addr, "-ledger", ledgerFile}, nil, io.Discard, io.Discard) }()
 	waitHTTP(t, addr)
-	c, err := client.NewStreamableHttpClient("http://" + addr + "/mcp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	c := mcptest.HTTP(t, "http://"+addr+"/mcp", mcptest.Options{Version: mcp.LATEST_LEGACY_PROTOCOL_VERSION, Name: "billing-test"})
 	walk(t, c, ledgerFile)
 	c.Close()
 	cancel()

@@ -3,17 +3,15 @@
 package upstreams_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/stategate/stategate/internal/mcptest"
 )
 
 // TestFilesystemServerGated walks the release example over stdio with
@@ -59,45 +57,19 @@ func TestFilesystemServerGated(t *testing.T) {
 	if err := os.WriteFile(upsFile, ups, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.NewStdioMCPClient(bin, append(os.Environ(), "WORKSPACE="+workspace),
-		"serve", "--machines", "machines", "--data", filepath.Join(tmp, "data"), "--upstreams", upsFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
-	init.Params.ClientInfo = mcp.Implementation{Name: "upstreams-test", Version: "1"}
-	if _, err := c.Initialize(ctx, init); err != nil {
-		t.Fatal(err)
-	}
+	c := mcptest.Stdio(t, bin, append(os.Environ(), "WORKSPACE="+workspace),
+		[]string{"serve", "--machines", "machines", "--data", filepath.Join(tmp, "data"), "--upstreams", upsFile},
+		mcptest.Options{Version: mcp.LATEST_LEGACY_PROTOCOL_VERSION, Name: "upstreams-test"})
 	listed := func() map[string]bool {
-		res, err := c.ListTools(ctx, mcp.ListToolsRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
 		out := map[string]bool{}
-		for _, tl := range res.Tools {
-			out[tl.Name] = true
+		for name := range c.Tools() {
+			out[name] = true
 		}
 		return out
 	}
 	call := func(name string, args map[string]any) (string, bool) {
-		req := mcp.CallToolRequest{}
-		req.Params.Name, req.Params.Arguments = name, args
-		res, err := c.CallTool(ctx, req)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		var out []string
-		for _, c := range res.Content {
-			if tc, ok := c.(mcp.TextContent); ok {
-				out = append(out, tc.Text)
-			}
-		}
-		return strings.Join(out, "\n"), res.IsError
+		res := c.Result(name, args)
+		return mcptest.Text(res), res.IsError
 	}
 	notes := filepath.Join(workspace, "NOTES.md")
 
