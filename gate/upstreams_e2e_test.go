@@ -24,6 +24,7 @@ import (
 
 	"github.com/stategate/stategate/gate"
 	"github.com/stategate/stategate/internal/mcptest"
+	"github.com/stategate/stategate/internal/watch"
 	"github.com/stategate/stategate/interp"
 	"github.com/stategate/stategate/store"
 	"github.com/stategate/stategate/upstream"
@@ -541,7 +542,7 @@ func TestRealUpstreams(t *testing.T) {
 			c := connect(t, h.url)
 			progress := watchProgress(c.Client)
 			// The upstream tools are served once the Manager says the
-			// servers are up (OnChange).
+			// servers are up (the Manager's changes).
 			c.AwaitTools("the upstreams' tools", func(ts map[string]mcp.Tool) bool {
 				_, pub := ts["ping"]
 				return pub && ts["send"].Description == "Returns its arguments." && ts["slow_tight"].Description == "Takes its time."
@@ -894,7 +895,9 @@ func TestRealUpstreamsFileWatched(t *testing.T) {
 	h := gateUpstreams(t, file, svcWorkflow(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	watching := make(chan error, 1)
-	go func() { watching <- h.m.Watch(ctx, file) }()
+	go func() {
+		watching <- watch.File(ctx, file, watch.Debounce, nil, func() { _ = h.m.ApplyFile(ctx, file) })
+	}()
 	t.Cleanup(func() {
 		cancel()
 		<-watching

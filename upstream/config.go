@@ -46,6 +46,12 @@ type Server struct {
 
 	Expose  string        // "" (tools no machine binds are hidden) or "always"
 	Timeout time.Duration // per call; DefaultTimeout unless the entry says
+
+	// ForwardMeta are the keys of a caller's _meta that its calls to the
+	// server carry, as the caller gave them ("forwardMeta"). Others are
+	// not sent (a client's _meta may say who it is and what it can do);
+	// a progress token is always replaced by one of stategate's own.
+	ForwardMeta []string
 }
 
 // Stdio reports whether the server is a child process.
@@ -56,7 +62,8 @@ func (s Server) Stdio() bool { return s.Command != "" }
 func (s Server) Equal(o Server) bool {
 	return s.Name == o.Name && s.Command == o.Command && slices.Equal(s.Args, o.Args) &&
 		maps.Equal(s.Env, o.Env) && s.Cwd == o.Cwd && s.URL == o.URL &&
-		maps.Equal(s.Headers, o.Headers) && s.Expose == o.Expose && s.Timeout == o.Timeout
+		maps.Equal(s.Headers, o.Headers) && s.Expose == o.Expose && s.Timeout == o.Timeout &&
+		slices.Equal(s.ForwardMeta, o.ForwardMeta)
 }
 
 // Load reads and parses an upstreams file, expanding ${VAR} from the
@@ -162,6 +169,8 @@ func parseServer(file, name string, raw json.RawMessage, getenv func(string) (st
 			err = field(key, &disabled, "true or false")
 		case "timeout":
 			timeout = fields[key]
+		case "forwardMeta":
+			err = field(key, &s.ForwardMeta, "an array of _meta keys (strings)")
 		default:
 			if !ignoredKeys[key] {
 				return s, false, fail("unknown field %q", key)
@@ -169,6 +178,16 @@ func parseServer(file, name string, raw json.RawMessage, getenv func(string) (st
 		}
 		if err != nil {
 			return s, false, err
+		}
+	}
+	for i, k := range s.ForwardMeta {
+		switch {
+		case k == "":
+			return s, false, fail(`"forwardMeta"[%d] is empty`, i)
+		case k == "progressToken":
+			return s, false, fail(`"forwardMeta"[%d]: "progressToken" is never forwarded as the caller gave it: each call gets a token of stategate's own, and its progress goes back to the caller under the caller's`, i)
+		case slices.Contains(s.ForwardMeta[:i], k):
+			return s, false, fail(`"forwardMeta"[%d]: %q is listed twice`, i, k)
 		}
 	}
 	if s.Expose != "" && s.Expose != ExposeAlways {

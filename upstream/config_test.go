@@ -68,6 +68,23 @@ func TestParse(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "forwardMeta",
+			data: `{"mcpServers": {"a": {"url": "http://h/mcp", "forwardMeta": ["traceparent", "io.modelcontextprotocol/clientInfo"]}}}`,
+			want: func(t *testing.T, c *Config) {
+				if got := strings.Join(c.Servers["a"].ForwardMeta, " "); got != "traceparent io.modelcontextprotocol/clientInfo" {
+					t.Fatalf("forwardMeta %q", got)
+				}
+			},
+		},
+		{name: "forwardMeta not strings", data: `{"mcpServers": {"a": {"command": "x", "forwardMeta": "traceparent"}}}`,
+			error: []string{file, `server "a"`, `"forwardMeta" must be an array`}},
+		{name: "forwardMeta empty key", data: `{"mcpServers": {"a": {"command": "x", "forwardMeta": ["x", ""]}}}`,
+			error: []string{`"forwardMeta"[1] is empty`}},
+		{name: "forwardMeta progressToken", data: `{"mcpServers": {"a": {"command": "x", "forwardMeta": ["progressToken"]}}}`,
+			error: []string{file, `server "a"`, `"forwardMeta"[0]`, "progressToken", "token of stategate's own"}},
+		{name: "forwardMeta twice", data: `{"mcpServers": {"a": {"command": "x", "forwardMeta": ["k", "k"]}}}`,
+			error: []string{`"forwardMeta"[1]`, `"k" is listed twice`}},
 		{name: "missing variable", data: `{"mcpServers": {"gh": {"url": "http://h/mcp", "headers": {"A": "${GH_TOKEN}"}}}}`,
 			error: []string{file, `server "gh"`, "GH_TOKEN", "not set"}},
 		{name: "unknown field", data: `{"mcpServers": {"fs": {"comand": "x"}}}`,
@@ -136,5 +153,10 @@ func TestServerEqual(t *testing.T) {
 	c.Timeout = 2 * time.Second
 	if a.Equal(c) {
 		t.Fatal("different timeout is equal")
+	}
+	d := a
+	d.ForwardMeta = []string{"traceparent"}
+	if a.Equal(d) {
+		t.Fatal("different forwardMeta is equal")
 	}
 }

@@ -2,13 +2,13 @@ package upstream
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -41,6 +41,34 @@ func (e *RPCError) Error() string {
 
 func (e *RPCError) Unwrap() error { return e.err }
 
+// MaxMessage bounds one message from a server, as the gate bounds its
+// clients' (4 MiB): a line from a child, an HTTP response's body, an event
+// of its event stream. A server that sends a longer one is read no
+// further: its calls in flight fail with ErrTooLarge (and ErrUnavailable),
+// and it is restarted (or reconnected) with the backoff.
+const MaxMessage = 4 << 20
+
+// ErrTooLarge is the error of the calls in flight to a server that sent a
+// message longer than MaxMessage; it comes with ErrUnavailable.
+var ErrTooLarge = errors.New("upstream message too large")
+
+type tooLargeError struct {
+	server string
+	limit  int
+	lines  bool // an event of too many lines, rather than too many bytes
+}
+
+func (e *tooLargeError) Error() string {
+	if e.lines {
+		return fmt.Sprintf("%v: %q sent an event of more data lines than stategate reads (joining them would cost more than copying %d MiB); it is read no further",
+			ErrTooLarge, e.server, linesCost*e.limit>>20)
+	}
+	return fmt.Sprintf("%v: %q sent a message of more than %d bytes (%d MiB), stategate's limit; it is read no further",
+		ErrTooLarge, e.server, e.limit, e.limit>>20)
+}
+
+func (e *tooLargeError) Is(target error) bool { return target == ErrTooLarge }
+
 type timeoutError struct {
 	server  string
 	timeout time.Duration
@@ -68,24 +96,29 @@ const (
 	maxBackoff = 30 * time.Second
 	resetAfter = 10 * time.Second // up this long, the next restart is quick again
 	grace      = 2 * time.Second  // a child's time to exit after its stdin closes, then after SIGTERM
+
+	// A server's list_changed are settled before its tools are listed
+	// again: one re-list after relistQuiet without another, at most
+	// relistMax after the first, however many came.
+	relistQuiet = 100 * time.Millisecond
+	relistMax   = time.Second
 )
 
 // Options configure a Manager.
 type Options struct {
 	Log *slog.Logger // nil: slog.Default()
-	// OnChange is called, never under a lock of the Manager's and one call
-	// at a time, after the tools of a server changed: it came up, came back,
-	// said its list changed, went down, or was stopped or removed. Changes
-	// close together may be told once.
-	OnChange func()
 }
 
 // Manager runs the servers of an upstreams file and forwards calls to
 // them. Its methods are safe for concurrent use.
 type Manager struct {
-	log      *slog.Logger
-	onChange func()
-	grace    time.Duration
+	log    *slog.Logger
+	grace  time.Duration
+	quiet  time.Duration // relistQuiet
+	most   time.Duration // relistMax
+	limit  int           // MaxMessage
+	hooks  *testHooks    // nil but in tests
+	tokens atomic.Uint64 // the progress tokens given to servers so far
 
 	changed      chan struct{} // a change not yet told; capacity 1
 	quit         chan struct{}
@@ -101,8 +134,11 @@ type Manager struct {
 	nsub  int
 }
 
-// Subscribe calls f, as OnChange is called, after the tools of a server
-// changed. The returned function ends the subscription.
+// Subscribe calls f after the tools of a server changed: it came up,
+// came back, said its list changed (once the burst settled, and only if
+// the list differs), went down, or was stopped or removed. f is called
+// never under a lock of the Manager's, one call at a time. The returned
+// function ends the subscription.
 func (m *Manager) Subscribe(f func()) (cancel func()) {
 	m.subMu.Lock()
 	defer m.subMu.Unlock()
@@ -119,11 +155,8 @@ func (m *Manager) Subscribe(f func()) (cancel func()) {
 	}
 }
 
-// tell calls OnChange and the subscribers.
+// tell calls the subscribers.
 func (m *Manager) tell() {
-	if m.onChange != nil {
-		m.onChange()
-	}
 	m.subMu.Lock()
 	fns := make([]func(), 0, len(m.subs))
 	for _, f := range m.subs {
@@ -139,8 +172,10 @@ func (m *Manager) tell() {
 func New(o Options) *Manager {
 	m := &Manager{
 		log:          o.Log,
-		onChange:     o.OnChange,
 		grace:        grace,
+		quiet:        relistQuiet,
+		most:         relistMax,
+		limit:        MaxMessage,
 		changed:      make(chan struct{}, 1),
 		quit:         make(chan struct{}),
 		notifierDone: make(chan struct{}),
@@ -215,6 +250,20 @@ func (m *Manager) Apply(ctx context.Context, c *Config) {
 	if changed {
 		m.changedNow()
 	}
+}
+
+// ApplyFile loads an upstreams file (Load) and applies it (Apply). A file
+// that does not load is logged, the servers stay as they are, and its
+// error is returned.
+func (m *Manager) ApplyFile(ctx context.Context, file string) error {
+	c, err := Load(file)
+	if err != nil {
+		m.log.Error("upstreams file not applied; the servers stay as they were", "file", file, "err", err)
+		return err
+	}
+	m.log.Info("upstreams file applied", "file", file, "servers", len(c.Servers))
+	m.Apply(ctx, c)
+	return nil
 }
 
 // Ready waits until every server configured now has been tried once (it
@@ -327,19 +376,29 @@ func (m *Manager) server(name string) *server {
 
 type notifyKey struct{}
 
-// WithNotify returns a context whose calls relay the server's
-// notifications/progress for the call's progress token, and its
-// notifications/message, to f. f runs on the connection's reader: it must
-// not block.
+// WithNotify returns a context whose calls with a progress token relay the
+// server's notifications/progress for that call to f, under the caller's
+// token. f runs on the connection's reader: it must not block. It is not
+// called once Call has returned.
+//
+// A server's notifications/message go to stategate's log only: with
+// several calls in flight on one server, from several clients, a log line
+// cannot be told to be one call's (a server may even send it after the
+// result), and another client's must not see it.
 func WithNotify(ctx context.Context, f func(method string, params map[string]any)) context.Context {
 	return context.WithValue(ctx, notifyKey{}, f)
 }
 
-// Call calls a tool of a server, under the server's Timeout, with the
-// request as it is (its progress token included). A result with isError
-// is a result; a JSON-RPC error is an *RPCError; a server that cannot
-// take the call gives ErrUnavailable, one that does not answer in time
-// ErrTimeout. When ctx ends first the server is sent
+// Call calls a tool of a server, under the server's Timeout. The server
+// is sent the tool's name and arguments, and of the request's _meta only
+// the keys the server's entry forwards (ForwardMeta) and, when the request
+// has a progress token and ctx a WithNotify function, a progress token of
+// the Manager's own, unique to the call (its progress goes back under the
+// caller's token); nothing else of the request (its HTTP headers, a task)
+// goes. A result with isError is a result; a JSON-RPC error is an
+// *RPCError; a server that cannot take the call gives ErrUnavailable, one
+// that does not answer in time ErrTimeout, one that sends a message over
+// MaxMessage ErrTooLarge. When ctx ends first the server is sent
 // notifications/cancelled for the call, and Call returns ctx's error.
 func (m *Manager) Call(ctx context.Context, server string, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	s := m.server(server)
@@ -347,30 +406,42 @@ func (m *Manager) Call(ctx context.Context, server string, req mcp.CallToolReque
 		return nil, unavailable(server, "not configured")
 	}
 	s.mu.Lock()
-	cn, why, timeout := s.conn, s.why, s.cfg.Timeout
+	cn, why, cfg := s.conn, s.why, s.cfg
 	if cn == nil {
 		s.mu.Unlock()
 		return nil, unavailable(server, why)
 	}
-	cl := &call{sink: notifyFrom(ctx)}
-	if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
-		cl.token = tokenKey(req.Params.Meta.ProgressToken)
+	out := mcp.CallToolRequest{}
+	out.Params.Name = req.Params.Name
+	out.Params.Arguments = req.Params.Arguments
+	out.Params.RawArguments = req.Params.RawArguments
+	out.Params.Meta = forwardedMeta(req.Params.Meta, cfg.ForwardMeta)
+	var cl *call
+	if sink := notifyFrom(ctx); sink != nil && req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
+		cl = &call{token: fmt.Sprintf("stategate-%d", m.tokens.Add(1)), callerToken: req.Params.Meta.ProgressToken, sink: sink}
+		if out.Params.Meta == nil {
+			out.Params.Meta = &mcp.Meta{}
+		}
+		out.Params.Meta.ProgressToken = cl.token
+		s.calls[cl.token] = cl
 	}
-	s.calls[cl] = struct{}{}
 	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.calls, cl)
-		s.mu.Unlock()
-	}()
+	if cl != nil {
+		defer func() {
+			s.mu.Lock()
+			delete(s.calls, cl.token)
+			s.mu.Unlock()
+			cl.end()
+		}()
+	}
 
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer context.AfterFunc(cn.ctx, func() { cancel(errStopped) })()
-	tctx, tcancel := context.WithTimeoutCause(cctx, timeout, errDeadline)
+	tctx, tcancel := context.WithTimeoutCause(cctx, cfg.Timeout, errDeadline)
 	defer tcancel()
 	note := &callNote{}
-	res, err := cn.c.CallTool(context.WithValue(tctx, callNoteKey{}, note), req)
+	res, err := cn.c.CallTool(context.WithValue(tctx, callNoteKey{}, note), out)
 	if err == nil {
 		return res, nil
 	}
@@ -382,9 +453,9 @@ func (m *Manager) Call(ctx context.Context, server string, req mcp.CallToolReque
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("upstream %q: call to %s: %w", server, req.Params.Name, ctx.Err())
 	case cn.ctx.Err() != nil:
-		return nil, unavailable(server, context.Cause(cn.ctx).Error())
+		return nil, fmt.Errorf("%w: %q: %w", ErrUnavailable, server, context.Cause(cn.ctx))
 	case errors.Is(context.Cause(tctx), errDeadline):
-		return nil, &timeoutError{server: server, timeout: timeout}
+		return nil, &timeoutError{server: server, timeout: cfg.Timeout}
 	case note.rpcErr != nil:
 		return nil, &RPCError{Server: server, Code: note.rpcErr.Code, Message: note.rpcErr.Message, Data: note.rpcErr.Data, err: err}
 	case errors.As(err, &te):
@@ -394,17 +465,37 @@ func (m *Manager) Call(ctx context.Context, server string, req mcp.CallToolReque
 	return nil, fmt.Errorf("upstream %q: call to %s: %w", server, req.Params.Name, err)
 }
 
+// forwardedMeta is the _meta a call sends: the keys of the caller's that
+// the server's entry forwards; nil when there are none.
+func forwardedMeta(meta *mcp.Meta, keys []string) *mcp.Meta {
+	if meta == nil {
+		return nil
+	}
+	var out map[string]any
+	for _, k := range keys {
+		if v, ok := meta.AdditionalFields[k]; ok {
+			if out == nil {
+				out = map[string]any{}
+			}
+			out[k] = v
+		}
+	}
+	if out == nil {
+		return nil
+	}
+	return &mcp.Meta{AdditionalFields: out}
+}
+
 func notifyFrom(ctx context.Context) func(string, map[string]any) {
 	f, _ := ctx.Value(notifyKey{}).(func(string, map[string]any))
 	return f
 }
 
-// tokenKey is a progress token as JSON, so that the 7 a caller gave and
-// the 7.0 a notification brings back are the same.
-func tokenKey(t mcp.ProgressToken) string {
-	b, err := json.Marshal(t)
-	if err != nil {
-		return fmt.Sprint(t)
-	}
-	return string(b)
+// testHooks let the tests see a server's list_changed heard and its tools
+// re-listed, and end a settling burst at once (with a quiet time too long
+// to end one).
+type testHooks struct {
+	heard    func()             // after each list_changed
+	settle   <-chan struct{}    // ends a burst
+	relisted func(changed bool) // after each re-list that got a list
 }

@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -58,14 +61,12 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	f := &fixture{log: &logBuf{}, changes: make(chan struct{}, 1000)}
-	f.m = New(Options{
-		Log: slog.New(slog.NewTextHandler(f.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		OnChange: func() {
-			select {
-			case f.changes <- struct{}{}:
-			default:
-			}
-		},
+	f.m = New(Options{Log: slog.New(slog.NewTextHandler(f.log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	f.m.Subscribe(func() {
+		select {
+		case f.changes <- struct{}{}:
+		default:
+		}
 	})
 	t.Cleanup(func() { _ = f.m.Close() })
 	return f
@@ -87,7 +88,7 @@ func (f *fixture) awaitChange(t *testing.T) {
 	select {
 	case <-f.changes:
 	case <-time.After(10 * time.Second):
-		t.Fatal("OnChange was not called")
+		t.Fatal("no change was told")
 	}
 }
 
@@ -307,69 +308,160 @@ func TestCancelReachesUpstream(t *testing.T) {
 	})
 }
 
-func TestProgressAndLogRelay(t *testing.T) {
-	transports(t, func(t *testing.T, f *fixture, _ *httpUpstream, _ Server) {
-		var mu sync.Mutex
-		var got []string
-		sink := func(method string, params map[string]any) {
-			mu.Lock()
-			defer mu.Unlock()
-			got = append(got, fmt.Sprintf("%s %v %v", method, params["progressToken"], params["data"]))
-		}
-		req := callReq("slow", map[string]any{"ms": 100})
-		req.Params.Meta = &mcp.Meta{ProgressToken: 42}
-		if _, err := f.m.Call(WithNotify(context.Background(), sink), "up", req); err != nil {
-			t.Fatal(err)
-		}
-		// another call's token is not ours
-		other := callReq("slow", map[string]any{"ms": 60})
-		other.Params.Meta = &mcp.Meta{ProgressToken: "other"}
-		if _, err := f.m.Call(context.Background(), "up", other); err != nil {
-			t.Fatal(err)
-		}
-		mu.Lock()
-		all := strings.Join(got, "\n")
-		mu.Unlock()
-		if !strings.Contains(all, "notifications/progress 42") || strings.Contains(all, "other") {
-			t.Fatalf("progress: %s", all)
-		}
+// progressSink records the progress a call is relayed, and tells of each.
+type progressSink struct {
+	mu    sync.Mutex
+	got   []map[string]any
+	heard chan struct{}
+}
 
-		// A log message goes to the calls in progress on the server. (The
-		// one the log call itself sends may come after its result: mcp-go's
-		// stdio server writes notifications from a goroutine of its own.)
-		logged := make(chan struct{})
-		var once sync.Once
+func newSink() *progressSink { return &progressSink{heard: make(chan struct{}, 10000)} }
+
+func (p *progressSink) notify(method string, params map[string]any) {
+	p.mu.Lock()
+	p.got = append(p.got, maps.Clone(params))
+	p.got[len(p.got)-1]["method"] = method
+	p.mu.Unlock()
+	p.heard <- struct{}{}
+}
+
+func (p *progressSink) all() []map[string]any {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.got)
+}
+
+func (p *progressSink) await(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-p.heard:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no progress relayed")
+		}
+	}
+}
+
+// TestProgressIsTheCallers: two calls in flight on one server with the
+// same progress token (two clients, each numbering its tokens from 1)
+// each hear their own progress only, under their token, and nothing of
+// the server's _meta.
+func TestProgressIsTheCallers(t *testing.T) {
+	transports(t, func(t *testing.T, f *fixture, _ *httpUpstream, _ Server) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		ctx = WithNotify(ctx, func(method string, params map[string]any) {
-			if method == "notifications/message" && params["data"] == "hello from upstream" && params["level"] == "warning" {
-				once.Do(func() { close(logged) })
-			}
-		})
-		done := make(chan error, 1)
-		go func() {
-			_, err := f.m.Call(ctx, "up", callReq("slow", map[string]any{"ms": 20000}))
-			done <- err
-		}()
-		deadline := time.After(10 * time.Second)
-	loop:
-		for {
-			if _, err := f.m.Call(context.Background(), "up", callReq("log", nil)); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case <-logged:
-				break loop
-			case <-deadline:
-				t.Fatal("no log message relayed to the call in progress")
-			case <-time.After(20 * time.Millisecond): // the slow call may not have started yet
-			}
+		sinks := map[string]*progressSink{"A": newSink(), "B": newSink()}
+		errs := make(chan error, 2)
+		for tag, sink := range sinks {
+			go func() {
+				req := withToken(callReq("slow", map[string]any{"ms": 20000, "tag": tag}), 1.0)
+				_, err := f.m.Call(WithNotify(ctx, sink.notify), "up", req)
+				errs <- err
+			}()
+		}
+		for _, sink := range sinks {
+			sink.await(t, 1)
+		}
+		for _, sink := range sinks { // both in flight since
+			sink.await(t, 3)
 		}
 		cancel()
-		<-done
+		for range 2 {
+			if err := <-errs; !errors.Is(err, context.Canceled) {
+				t.Fatalf("call: %v", err)
+			}
+		}
+		for tag, sink := range sinks {
+			for _, p := range sink.all() {
+				if p["method"] != "notifications/progress" || p["progressToken"] != 1.0 || p["message"] != tag || p["progress"] == nil {
+					t.Fatalf("call %s was relayed %v", tag, p)
+				}
+				for k := range p {
+					if !slices.Contains([]string{"method", "progressToken", "progress", "message"}, k) {
+						t.Fatalf("call %s was relayed %q: %v", tag, k, p)
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestLogsGoToTheLogOnly: a server's log message reaches stategate's log,
+// and no call in flight.
+func TestLogsGoToTheLogOnly(t *testing.T) {
+	transports(t, func(t *testing.T, f *fixture, h *httpUpstream, _ Server) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		slow := newSink()
+		done := make(chan error, 1)
+		go func() {
+			_, err := f.m.Call(WithNotify(ctx, slow.notify), "up", withToken(callReq("slow", map[string]any{"ms": 20000}), "s"))
+			done <- err
+		}()
+		slow.await(t, 1)
+		logger := newSink()
+		if _, err := f.m.Call(WithNotify(context.Background(), logger.notify), "up", withToken(callReq("log", nil), "l")); err != nil {
+			t.Fatal(err)
+		}
 		eventually(t, "the upstream's log message in the log", func() bool {
 			return strings.Contains(f.log.String(), `level=WARN msg="upstream log" upstream=up logger=test data="hello from upstream"`)
 		})
+		slow.await(t, 1) // over stdio, after the log message
+		cancel()
+		<-done
+		for _, p := range append(slow.all(), logger.all()...) {
+			if p["method"] != "notifications/progress" {
+				t.Fatalf("relayed %v", p)
+			}
+		}
+	})
+}
+
+// TestMetaNotForwarded: a server is sent none of the caller's _meta (nor
+// its HTTP headers) but the keys its entry forwards, and a progress token
+// of stategate's own, a new one for each call.
+func TestMetaNotForwarded(t *testing.T) {
+	transports(t, func(t *testing.T, f *fixture, h *httpUpstream, cfg Server) {
+		req := callReq("meta", nil)
+		req.Params.Meta = &mcp.Meta{ProgressToken: 1.0, AdditionalFields: map[string]any{
+			"io.modelcontextprotocol/clientInfo": map[string]any{"name": "other-client"},
+			"traceparent":                        "00-abc-def-01",
+		}}
+		req.Header = http.Header{"Authorization": []string{"Bearer the-gate's-own"}}
+		sent := func(ctx context.Context) map[string]any {
+			t.Helper()
+			res, err := f.m.Call(ctx, "up", req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m map[string]any
+			if err := json.Unmarshal([]byte(text(res)), &m); err != nil {
+				t.Fatalf("%q: %v", text(res), err)
+			}
+			return m
+		}
+		notify := WithNotify(context.Background(), func(string, map[string]any) {})
+		first, second := sent(notify), sent(notify)
+		tok, _ := first["progressToken"].(string)
+		if len(first) != 1 || !strings.HasPrefix(tok, "stategate-") || second["progressToken"] == tok {
+			t.Fatalf("sent %v, then %v", first, second)
+		}
+		if m := sent(context.Background()); m != nil { // no one to relay progress to
+			t.Fatalf("sent %v without WithNotify", m)
+		}
+		if h != nil && h.auths() != 0 {
+			t.Fatal("the caller's Authorization header was sent")
+		}
+
+		cfg.ForwardMeta = []string{"traceparent", "absent"}
+		f.m.Apply(context.Background(), config(cfg))
+		eventually(t, "traceparent forwarded", func() bool {
+			res, err := f.m.Call(context.Background(), "up", req)
+			return err == nil && text(res) == `{"traceparent":"00-abc-def-01"}`
+		})
+		if m := sent(notify); len(m) != 2 || m["traceparent"] != "00-abc-def-01" || m["progressToken"] == 1.0 {
+			t.Fatalf("sent %v", m)
+		}
 	})
 }
 
@@ -389,6 +481,131 @@ func TestListChanged(t *testing.T) {
 			t.Fatalf("%v %v", res, err)
 		}
 	})
+}
+
+// TestListChangedStorm: a burst of list_changed from a server is one
+// re-list of its tools once it has settled, and one change told if the list
+// changed, none if it did not. The test ends the bursts itself (the quiet
+// time is too long to), once every list_changed was heard; a last change
+// (a tool added, one list_changed) shows that nothing else was told.
+func TestListChangedStorm(t *testing.T) {
+	for _, add := range []bool{true, false} {
+		t.Run(fmt.Sprintf("changed=%v", add), func(t *testing.T) {
+			t.Parallel()
+			heard := make(chan struct{}, 10000)
+			settle := make(chan struct{})
+			relisted := make(chan bool, 100)
+			f := newFixture(t)
+			f.m.quiet, f.m.most = time.Hour, time.Hour
+			f.m.hooks = &testHooks{
+				heard:    func() { heard <- struct{}{} },
+				settle:   settle,
+				relisted: func(changed bool) { relisted <- changed },
+			}
+			f.m.Apply(context.Background(), config(stdioServer(t, "up")))
+			f.up(t, "up")
+			lists := func() int {
+				n, err := strconv.Atoi(callText(t, f.m, "up", "lists", nil))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			before := lists()
+			f.drain()
+			burst := func(n int, args map[string]any, tool string) {
+				t.Helper()
+				callText(t, f.m, "up", tool, args)
+				for range n {
+					select {
+					case <-heard:
+					case <-time.After(10 * time.Second):
+						t.Fatal("a list_changed was not heard")
+					}
+				}
+				select {
+				case settle <- struct{}{}:
+				case <-time.After(10 * time.Second):
+					t.Fatal("not settling")
+				}
+			}
+			relist := func() bool {
+				t.Helper()
+				select {
+				case c := <-relisted:
+					return c
+				case <-time.After(10 * time.Second):
+					t.Fatal("no re-list")
+				}
+				return false
+			}
+
+			const n = 2000
+			heardN := n
+			if add {
+				heardN++ // mcp-go's own, for the tool added
+			}
+			burst(heardN, map[string]any{"n": n, "add": add}, "storm")
+			if changed := relist(); changed != add {
+				t.Fatalf("the re-list after the burst: changed %v", changed)
+			}
+			if add {
+				f.awaitChange(t)
+				if tools, _ := f.m.Tools("up"); !slices.ContainsFunc(tools, func(x mcp.Tool) bool { return x.Name == "stormed" }) {
+					t.Fatal("the tool added is not listed")
+				}
+			}
+			if got := lists(); got != before+1 {
+				t.Fatalf("%d re-lists for a burst of %d list_changed, want 1", got-before, heardN)
+			}
+
+			burst(1, map[string]any{"name": "last"}, "add_tool")
+			if !relist() {
+				t.Fatal("the last change: not changed")
+			}
+			f.awaitChange(t)
+			if got := lists(); got != before+2 {
+				t.Fatalf("%d re-lists in all, want 2", got-before)
+			}
+			select {
+			case <-f.changes:
+				t.Fatal("a change told once more")
+			case <-heard:
+				t.Fatal("a list_changed more than were sent")
+			case c := <-relisted:
+				t.Fatalf("a re-list more (changed %v)", c)
+			default:
+			}
+		})
+	}
+}
+
+// TestListChangedSettles: with the real quiet time, a burst ends in a
+// re-list that brings the tool added.
+func TestListChangedSettles(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.m.Apply(context.Background(), config(stdioServer(t, "up")))
+	f.up(t, "up")
+	f.drain()
+	callText(t, f.m, "up", "storm", map[string]any{"n": 500, "add": true})
+	f.awaitChange(t)
+	eventually(t, "the tool added listed", func() bool {
+		tools, _ := f.m.Tools("up")
+		return slices.ContainsFunc(tools, func(x mcp.Tool) bool { return x.Name == "stormed" })
+	})
+}
+
+func callText(t *testing.T, m *Manager, server, tool string, args map[string]any) string {
+	t.Helper()
+	res, err := m.Call(context.Background(), server, callReq(tool, args))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError {
+		t.Fatalf("%s: %s", tool, text(res))
+	}
+	return text(res)
 }
 
 func pidOf(t *testing.T, m *Manager, server string) string {
@@ -464,70 +681,63 @@ func TestApplyRestartsOnlyChanged(t *testing.T) {
 	}
 }
 
-func TestWatch(t *testing.T) {
+func TestApplyFile(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "upstreams.json")
-	entry := func(s Server) map[string]any {
-		return map[string]any{"command": s.Command, "args": s.Args, "env": s.Env}
-	}
-	write := func(data []byte) { // as editors do: a new file renamed over the old
-		tmp := filepath.Join(dir, ".tmp")
-		if err := os.WriteFile(tmp, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, file); err != nil {
+	write := func(data string) {
+		if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	writeServers := func(servers ...Server) {
 		m := map[string]any{}
 		for _, s := range servers {
-			m[s.Name] = entry(s)
+			m[s.Name] = map[string]any{"command": s.Command, "args": s.Args, "env": s.Env}
 		}
 		b, _ := json.Marshal(map[string]any{"mcpServers": m})
-		write(b)
+		write(string(b))
 	}
+	ctx := context.Background()
 	writeServers(stdioServer(t, "a"))
-	c, err := Load(file)
-	if err != nil {
+	if err := f.m.ApplyFile(ctx, file); err != nil {
 		t.Fatal(err)
 	}
-	f.m.Apply(context.Background(), c)
-	ctx, cancel := context.WithCancel(context.Background())
-	watching := make(chan error, 1)
-	go func() { watching <- f.m.Watch(ctx, file) }()
-	t.Cleanup(func() {
-		cancel()
-		<-watching
-	})
 	f.up(t, "a")
 	pa := pidOf(t, f.m, "a")
 
-	// the watcher may start after the first write below: write until seen
-	eventually(t, "b from the edited file", func() bool {
-		writeServers(stdioServer(t, "a"), stdioServer(t, "b"))
-		deadline := time.Now().Add(time.Second)
-		for time.Now().Before(deadline) {
-			if _, ok := f.m.Tools("b"); ok {
-				return true
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		return false
-	})
+	writeServers(stdioServer(t, "a"), stdioServer(t, "b"))
+	if err := f.m.ApplyFile(ctx, file); err != nil {
+		t.Fatal(err)
+	}
 	f.up(t, "b")
 	pb := pidOf(t, f.m, "b")
+	if pidOf(t, f.m, "a") != pa {
+		t.Fatal("a restarted, its entry unchanged")
+	}
 
-	write([]byte(`{"mcpServers": {"a": {"comand": "x"}}}`))
-	eventually(t, "the broken file logged", func() bool {
-		l := f.log.String()
-		return strings.Contains(l, "upstreams file not applied") && strings.Contains(l, `unknown field \"comand\"`) &&
-			strings.Contains(l, file)
-	})
-	if pidOf(t, f.m, "a") != pa || pidOf(t, f.m, "b") != pb || len(f.m.Servers()) != 2 {
-		t.Fatal("a broken file changed the servers")
+	for _, bad := range []struct{ data, want string }{
+		{`{"mcpServers": {"a": {"comand": "x"}}}`, `unknown field "comand"`},
+		{`{"mcpServers": `, "not a JSON object"},
+	} {
+		write(bad.data)
+		err := f.m.ApplyFile(ctx, file)
+		if err == nil || !strings.Contains(err.Error(), bad.want) || !strings.Contains(err.Error(), file) {
+			t.Fatalf("%s: %v", bad.data, err)
+		}
+		if l := f.log.String(); !strings.Contains(l, "upstreams file not applied") || !strings.Contains(l, file) {
+			t.Fatalf("not logged: %s", l)
+		}
+		if pidOf(t, f.m, "a") != pa || pidOf(t, f.m, "b") != pb || len(f.m.Servers()) != 2 {
+			t.Fatal("a broken file changed the servers")
+		}
+	}
+	if err := f.m.ApplyFile(ctx, filepath.Join(dir, "missing.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a missing file: %v", err)
+	}
+	if len(f.m.Servers()) != 2 {
+		t.Fatal("a missing file changed the servers")
 	}
 }
 

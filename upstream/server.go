@@ -2,7 +2,9 @@ package upstream
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -35,13 +37,33 @@ type server struct {
 	conn  *conn // nil while down
 	why   string
 	tools []mcp.Tool
-	calls map[*call]struct{}
+	calls map[string]*call // the calls in flight with a progress token, by the token the server was given
 }
 
-// call is a Call in progress, for the notifications relayed to it.
+// call is a Call in progress with a progress token, for the progress
+// relayed to it.
 type call struct {
-	token string // the progress token as JSON; "" if none
-	sink  func(string, map[string]any)
+	token       string            // the token the server was given
+	callerToken mcp.ProgressToken // the caller's
+	sink        func(string, map[string]any)
+
+	mu   sync.Mutex
+	done bool // Call has returned: nothing more is relayed
+}
+
+// relay gives the caller a progress notification, under its own token.
+func (c *call) relay(method string, params map[string]any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.done {
+		c.sink(method, params)
+	}
+}
+
+func (c *call) end() {
+	c.mu.Lock()
+	c.done = true
+	c.mu.Unlock()
 }
 
 // conn is one connection to a server: a child process or an HTTP session.
@@ -81,7 +103,7 @@ func (m *Manager) newServer(base context.Context, cfg Server, after <-chan struc
 	s := &server{
 		m: m, cfg: cfg, log: m.log.With("upstream", cfg.Name), cancel: cancel,
 		done: make(chan struct{}), tried: make(chan struct{}),
-		why: "starting", calls: map[*call]struct{}{},
+		why: "starting", calls: map[string]*call{},
 	}
 	if after != nil {
 		s.why = "restarting"
@@ -156,14 +178,18 @@ func (s *server) setDown(why string) {
 	s.m.changedNow()
 }
 
-// serve re-lists the tools when the server says they changed, until the
-// connection ends.
+// serve re-lists the tools when the server says they changed, once a
+// burst of its list_changed has settled, until the connection ends. A
+// list that did not change is told to nobody.
 func (s *server) serve(cn *conn) {
 	for {
 		select {
 		case <-cn.ctx.Done():
 			return
 		case <-cn.relist:
+		}
+		if !s.settle(cn) {
+			return
 		}
 		tools, err := s.listTools(cn)
 		if err != nil {
@@ -177,11 +203,64 @@ func (s *server) serve(cn *conn) {
 			continue
 		}
 		s.mu.Lock()
+		changed := !sameTools(s.tools, tools)
 		s.tools = tools
 		s.mu.Unlock()
-		s.log.Info("upstream tools changed", "tools", len(tools))
-		s.m.changedNow()
+		if changed {
+			s.log.Info("upstream tools changed", "tools", len(tools))
+			s.m.changedNow()
+		} else {
+			s.log.Debug("upstream said its tools changed; they did not", "tools", len(tools))
+		}
+		if h := s.m.hooks; h != nil && h.relisted != nil {
+			h.relisted(changed)
+		}
 	}
+}
+
+// settle waits until the server's list_changed have stopped coming for
+// the Manager's quiet time, or its longest wait has passed since the
+// first; false if the connection ended first.
+func (s *server) settle(cn *conn) bool {
+	quiet := time.NewTimer(s.m.quiet)
+	defer quiet.Stop()
+	most := time.NewTimer(s.m.most)
+	defer most.Stop()
+	var early <-chan struct{}
+	if s.m.hooks != nil {
+		early = s.m.hooks.settle
+	}
+wait:
+	for {
+		select {
+		case <-cn.ctx.Done():
+			return false
+		case <-cn.relist:
+			quiet.Reset(s.m.quiet)
+		case <-quiet.C:
+			break wait
+		case <-most.C:
+			break wait
+		case <-early:
+			break wait
+		}
+	}
+	// What came until now, the list about to be asked for has.
+	select {
+	case <-cn.relist:
+	default:
+	}
+	return true
+}
+
+// sameTools reports whether two lists of tools are alike (as JSON).
+func sameTools(a, b []mcp.Tool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
 }
 
 func (s *server) listTools(cn *conn) ([]mcp.Tool, error) {
@@ -299,7 +378,14 @@ func (s *server) startChild(cn *conn) error {
 		close(exited)
 	}()
 	go s.logStderr(errR)
-	tr := transport.NewIO(outR, inW, nil)
+	// A line over the bound ends the connection, and the read: the child,
+	// writing on, gets EPIPE.
+	out := &lines{r: outR, limit: s.m.limit, over: func(bool) error {
+		err := s.tooLarge(cn, false)
+		_ = outR.Close()
+		return err
+	}}
+	tr := transport.NewIO(out, inW, nil)
 	// The session-based revisions: an upstream's list_changed and logs
 	// reach stategate without a subscriptions/listen stream, and most
 	// servers speak them.
@@ -360,7 +446,7 @@ func (s *server) openHTTP(cn *conn) error {
 	// new one (measured: a third of the calls per second at 64 sessions).
 	ht := http.DefaultTransport.(*http.Transport).Clone()
 	ht.MaxIdleConns, ht.MaxIdleConnsPerHost = maxIdleConns, maxIdleConns
-	hc := &http.Client{Transport: ht}
+	hc := &http.Client{Transport: &boundHTTP{rt: ht, limit: s.m.limit, over: func(lines bool) error { return s.tooLarge(cn, lines) }}}
 	tr, err := transport.NewStreamableHTTP(s.cfg.URL,
 		transport.WithHTTPBasicClient(hc),
 		transport.WithHTTPHeaders(s.cfg.Headers),
@@ -381,6 +467,13 @@ func (s *server) openHTTP(cn *conn) error {
 	return nil
 }
 
+// tooLarge ends a connection whose server sent a message over the bound.
+func (s *server) tooLarge(cn *conn, lines bool) error {
+	err := &tooLargeError{server: s.cfg.Name, limit: s.m.limit, lines: lines}
+	cn.lose(err)
+	return err
+}
+
 // maxIdleConns bounds the idle connections kept to an HTTP server.
 const maxIdleConns = 256
 
@@ -393,14 +486,30 @@ func (s *server) notified(cn *conn, n mcp.JSONRPCNotification) {
 		case cn.relist <- struct{}{}:
 		default:
 		}
-	case string(mcp.MethodNotificationProgress):
-		params := paramsOf(n)
-		tok := tokenKey(params["progressToken"])
-		for _, f := range s.sinks(func(c *call) bool { return c.token != "" && c.token == tok }) {
-			f(n.Method, params)
+		if h := s.m.hooks; h != nil && h.heard != nil {
+			h.heard()
 		}
+	case string(mcp.MethodNotificationProgress):
+		// Only the call the server was given this token for hears of it,
+		// under its own token, and only what a progress notification says.
+		fields := n.Params.AdditionalFields
+		token, _ := fields["progressToken"].(string)
+		s.mu.Lock()
+		c := s.calls[token]
+		s.mu.Unlock()
+		if c == nil {
+			return
+		}
+		params := map[string]any{"progressToken": c.callerToken}
+		for _, k := range []string{"progress", "total", "message"} {
+			if v, ok := fields[k]; ok {
+				params[k] = v
+			}
+		}
+		c.relay(n.Method, params)
 	case string(mcp.MethodNotificationMessage):
-		params := paramsOf(n)
+		// To stategate's log only (see WithNotify).
+		params := n.Params.AdditionalFields
 		level := slog.LevelInfo
 		switch params["level"] {
 		case "debug":
@@ -411,31 +520,7 @@ func (s *server) notified(cn *conn, n mcp.JSONRPCNotification) {
 			level = slog.LevelError
 		}
 		s.log.Log(context.Background(), level, "upstream log", "logger", params["logger"], "data", params["data"])
-		for _, f := range s.sinks(func(*call) bool { return true }) {
-			f(n.Method, params)
-		}
 	}
-}
-
-func (s *server) sinks(match func(*call) bool) []func(string, map[string]any) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []func(string, map[string]any)
-	for c := range s.calls {
-		if c.sink != nil && match(c) {
-			out = append(out, c.sink)
-		}
-	}
-	return out
-}
-
-func paramsOf(n mcp.JSONRPCNotification) map[string]any {
-	out := make(map[string]any, len(n.Params.AdditionalFields)+1)
-	maps.Copy(out, n.Params.AdditionalFields)
-	if len(n.Params.Meta) > 0 {
-		out["_meta"] = n.Params.Meta
-	}
-	return out
 }
 
 // quiet is mcp-go's HTTP transport's log a level lower: its chatter (info)

@@ -151,7 +151,7 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 			log.Info("upstream", "upstream", s.Name, "up", s.Up, "tools", len(s.Tools), "err", s.Err)
 		}
 		go func() {
-			if err := ups.Watch(ctx, upFile); err != nil {
+			if err := watch.File(ctx, upFile, watch.Debounce, log, func() { _ = ups.ApplyFile(ctx, upFile) }); err != nil {
 				log.Error("not watching the upstreams file", "file", upFile, "err", err)
 			}
 		}()
