@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -301,20 +300,20 @@ func (h *HTTPHandler) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
-	case mcp.IsModernProtocol(metaProtocolVersion(env.Params)):
+	case mcp.IsModernProtocol(env.protocolVersion()):
 		// Revision 2026-07-28: no session. A subscriptions/listen stream
 		// lasts, so those are bounded as sessions are.
-		if env.method() == string(mcp.MethodSubscriptionsListen) {
+		if env.method == string(mcp.MethodSubscriptionsListen) {
 			if !h.listens.TryAcquire() {
 				http.Error(w, fmt.Sprintf("Service Unavailable: %d subscriptions/listen streams are open; try again later", h.opts.MaxSessions), http.StatusServiceUnavailable)
 				return
 			}
 			defer h.listens.Release()
 		}
-	case env.method() == string(mcp.MethodServerDiscover):
+	case env.method == string(mcp.MethodServerDiscover):
 		// A client probing for revision 2026-07-28 with an earlier one
 		// (it falls back to initialize on an error): no session either.
-	case env.method() == string(mcp.MethodInitialize):
+	case env.method == string(mcp.MethodInitialize):
 		if !h.ids.admit() {
 			http.Error(w, fmt.Sprintf("Service Unavailable: %d sessions are busy; try again later", h.opts.MaxSessions), http.StatusServiceUnavailable)
 			return
@@ -340,19 +339,6 @@ func (h *HTTPHandler) post(w http.ResponseWriter, r *http.Request) {
 	if a.finish() && s != nil {
 		s.pending.Store(true) // not carried: the next request carries it
 	}
-}
-
-// metaProtocolVersion is the protocol version a message's params name in
-// their _meta (2026-07-28 puts it there), "" when none.
-func metaProtocolVersion(params json.RawMessage) string {
-	if !bytes.Contains(params, []byte(`"_meta"`)) {
-		return ""
-	}
-	var p struct {
-		Meta *mcp.Meta `json:"_meta"`
-	}
-	_ = json.Unmarshal(params, &p)
-	return p.Meta.ProtocolVersion()
 }
 
 // readBody reads a POST's body within the size and time bounds, or answers

@@ -37,13 +37,9 @@ type envelope struct {
 	Params  json.RawMessage `json:"params"`
 	Result  json.RawMessage `json:"result"`
 	Error   json.RawMessage `json:"error"`
-}
 
-// method returns the message's method ("" for a response).
-func (e *envelope) method() string {
-	var m string
-	_ = json.Unmarshal(e.Method, &m)
-	return m
+	// method is Method decoded ("" for a response).
+	method string
 }
 
 // readEnvelope reads a message's members as checkMessage checks them, and
@@ -101,6 +97,11 @@ func readEnvelope(raw []byte) (*envelope, *mcp.JSONRPCError) {
 	if e.Params != nil && hasMethod && first(e.Params) != '{' {
 		return nil, rpcError(id, mcp.INVALID_PARAMS, "Invalid params: params must be an object")
 	}
+	if hasMethod {
+		if err := json.Unmarshal(e.Method, &e.method); err != nil {
+			return nil, rpcError(id, mcp.INVALID_REQUEST, "Invalid Request: method must be a string")
+		}
+	}
 	return &e, nil
 }
 
@@ -116,4 +117,17 @@ func first(v json.RawMessage) byte {
 func rpcError(id any, code int, msg string) *mcp.JSONRPCError {
 	e := mcp.NewJSONRPCError(mcp.NewRequestId(id), code, msg, nil)
 	return &e
+}
+
+// protocolVersion is the protocol version the message's params name in
+// their _meta (2026-07-28 puts it there), "" when none.
+func (e *envelope) protocolVersion() string {
+	if !bytes.Contains(e.Params, []byte(`"_meta"`)) {
+		return ""
+	}
+	var p struct {
+		Meta *mcp.Meta `json:"_meta"`
+	}
+	_ = json.Unmarshal(e.Params, &p)
+	return p.Meta.ProtocolVersion()
 }

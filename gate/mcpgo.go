@@ -1,11 +1,13 @@
 package gate
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -319,15 +321,13 @@ func (a *answer) finish() (undelivered bool) {
 	if !a.wrapped {
 		return a.pending
 	}
-	body := []byte(strings.TrimRight(string(a.body), "\n"))
-	out := make([]byte, 0, len(listChangedEvent)+len(body)+24)
+	// Written in parts into net/http's buffer: one write to the client.
 	if a.pending {
-		out = append(out, listChangedEvent...)
+		_, _ = io.WriteString(a.w, listChangedEvent)
 	}
-	out = append(out, "event: message\ndata: "...)
-	out = append(out, body...)
-	out = append(out, "\n\n"...)
-	_, _ = a.w.Write(out)
+	_, _ = io.WriteString(a.w, "event: message\ndata: ")
+	_, _ = a.w.Write(bytes.TrimRight(a.body, "\n"))
+	_, _ = io.WriteString(a.w, "\n\n")
 	return false
 }
 

@@ -153,7 +153,7 @@ func AppendRecord(b []byte, rec Record) ([]byte, error) {
 // refusing one over MaxRecordSize (ErrTooLarge). An engine sets the
 // entry's Version before, as its size depends on it.
 func MarshalAuditEntry(e AuditEntry) ([]byte, error) {
-	b, err := json.Marshal(e)
+	b, err := appendAudit(make([]byte, 0, 512), e)
 	if err != nil {
 		return nil, err
 	}

@@ -154,9 +154,13 @@ type saveReq struct {
 	// audit entry (nil for none): all made by the saver, before it queues.
 	key, val, audit []byte
 	del             bool
-	done            chan error    // its outcome
-	lead            chan struct{} // told to lead the next batch
+	// wake carries its outcome, or errLead when it is to lead the next
+	// batch (before its own batch, so never both at once).
+	wake chan error
 }
+
+// errLead wakes a waiting save to lead the next batch.
+var errLead = errors.New("lead the next batch")
 
 // maxVersions bounds the versions cached (the cache starts over when full).
 const maxVersions = 1 << 16
@@ -619,7 +623,7 @@ func (b *Store) commitQueued() {
 	}
 	next := b.queue[0]
 	b.mu.Unlock()
-	next.lead <- struct{}{}
+	next.wake <- errLead
 }
 
 // group is the saves of one transaction.
@@ -735,7 +739,7 @@ func (b *Store) writeBatch(batch []*saveReq) {
 	flush()
 	b.nSaves.Add(uint64(len(batch)))
 	for i, r := range batch {
-		r.done <- results[i]
+		r.wake <- results[i]
 	}
 }
 
@@ -929,7 +933,7 @@ func (b *Store) Save(ctx context.Context, k store.Key, rec store.Record, version
 // enqueue writes a request with the others waiting and returns its
 // outcome.
 func (b *Store) enqueue(r *saveReq) error {
-	r.done, r.lead = make(chan error, 1), make(chan struct{}, 1)
+	r.wake = make(chan error, 1)
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -953,12 +957,11 @@ func (b *Store) enqueue(r *saveReq) error {
 		b.commitQueued()
 	}
 	for {
-		select {
-		case err := <-r.done:
+		err := <-r.wake
+		if err != errLead {
 			return err
-		case <-r.lead:
-			b.commitQueued()
 		}
+		b.commitQueued()
 	}
 }
 
