@@ -55,14 +55,18 @@ type serveCmd struct {
 	MinFree   byteSize      `default:"128MiB" placeholder:"SIZE" help:"Free disk space the store keeps in reserve: a call that would leave less is refused (the instance unchanged) until space is freed (e.g. 128MiB, 1GiB; 0: none)."`
 	// SmallTables is for tests that want the store's flushes and
 	// compactions frequent.
-	SmallTables bool `hidden:"" help:"Size the store's memtables and tables tiny (tests)."`
-	Procs       int  `placeholder:"N" help:"Cores the server runs on (GOMAXPROCS); 0: half of those Go would use, at least one (or the GOMAXPROCS variable), as a local server shares its machine with its clients."`
+	SmallTables bool     `hidden:"" help:"Size the store's memtables and tables tiny (tests)."`
+	Procs       int      `placeholder:"N" help:"Cores the server runs on (GOMAXPROCS); 0: half of those Go would use, at least one (or the GOMAXPROCS variable), as a local server shares its machine with its clients."`
+	MemLimit    byteSize `name:"mem-limit" default:"128MiB" placeholder:"SIZE" help:"Soft limit of the server's Go memory (GOMEMLIMIT, which wins when set): near it the heap is collected more often, so a burst does not grow the process; it refuses nothing (0: none)."`
 }
 
 func (c *serveCmd) Run(stdout io.Writer) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if n := procsFor(c.Procs, os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0)); n > 0 {
 		runtime.GOMAXPROCS(n)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" && c.MemLimit > 0 {
+		debug.SetMemoryLimit(int64(c.MemLimit))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
