@@ -3,6 +3,8 @@ package gate_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -10,43 +12,10 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/stategate/stategate/gate"
-	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/store"
 	"github.com/stategate/stategate/workflow"
 	"github.com/stategate/stategate/xstate"
 )
-
-// A workflow made in memory, from a JSON config and Go implementations,
-// driven from Go: no MCP, no file, no JavaScript.
-func ExampleInstances_Send() {
-	reg := xstate.NewRegistry().Assign("count", func(a interp.Args, _ any) (map[string]any, error) {
-		n, _ := a.Context.(map[string]any)["approvals"].(float64)
-		return map[string]any{"approvals": n + 1}, nil
-	})
-	m, _, err := (&xstate.Loader{Registry: reg}).Parse("review.json", []byte(`{
-	  "id": "review", "initial": "open", "context": {"approvals": 0},
-	  "states": {
-	    "open": {"on": {"APPROVE": {"target": "approved", "actions": "count"}}},
-	    "approved": {"type": "final"}}}`))
-	if err != nil {
-		panic(err)
-	}
-	w, err := workflow.New(m, workflow.Options{})
-	if err != nil {
-		panic(err)
-	}
-	inst := workflow.NewInstances(workflow.InstancesOptions{}) // a memory store
-	if err := inst.SetWorkflows(w); err != nil {
-		panic(err)
-	}
-	ctx := context.Background()
-	st, err := inst.Send(ctx, "review", "pr-7", interp.Event{Type: "APPROVE"})
-	fmt.Println(st.Value, st.Status, st.Context, err)
-	_, err = inst.Send(ctx, "review", "pr-7", interp.Event{Type: "APPROVE"})
-	fmt.Println(err)
-	// Output:
-	// approved done map[approvals:1] <nil>
-	// review pr-7: the workflow does not take the event now in state approved
-}
 
 // A host's own mcp-go server, with a tool of its own and a tool whose Go
 // handler does the work of a workflow's step: the gate lists the bound
@@ -123,4 +92,29 @@ func ExampleGate_Bind() {
 	// [discharge invoice_status ping]
 	// discharge -> paid
 	// paid: [default]
+}
+
+// The README's embedding: a host's server, the gate on a store, and the
+// machines of a folder served as serve serves them.
+func ExampleGate_Reloaded() {
+	dir, _ := os.MkdirTemp("", "machines")
+	defer os.RemoveAll(dir)
+	_ = os.WriteFile(filepath.Join(dir, "lamp.json"), []byte(`{"id":"lamp","initial":"off","states":{"off":{"on":{"ON":"on"}},"on":{"on":{"OFF":"off"}}}}`), 0o644)
+	ctx := context.Background()
+
+	srv := mcpserver.NewMCPServer("billing", "1.0")                                             // your server, your tools
+	g := gate.New(gate.Options{Store: store.NewMemory(), SharedInstance: gate.DefaultInstance}) // badger.Open(dir, badger.Options{}) keeps them
+	if err := g.Bind(srv); err != nil {                                                         // the gate's tools, listing, hooks
+		panic(err)
+	}
+	lib := workflow.NewLibrary(workflow.LibraryOptions{Dir: dir, Loader: &xstate.Loader{}, Serve: g.Reloaded})
+	if err := lib.Reload(ctx); err != nil { // the folder's machines, as serve loads them (watch.Tree reloads them as they change)
+		panic(err)
+	}
+
+	for _, w := range g.Workflows() {
+		fmt.Println(w.ID, w.ToolNames())
+	}
+	// Output:
+	// lamp [lamp_status lamp_reset lamp_start lamp_off lamp_on]
 }

@@ -104,8 +104,9 @@ func (s *semaphore) TryAcquire() bool {
 func (s *semaphore) Release() { <-s.slots }
 
 // HTTPHandler serves the gate over Streamable HTTP (see HTTPHandler and
-// HTTPOptions). Tool lists are per session: the protocol is pinned to the
-// revisions that have sessions, 2025-03-26 to 2025-11-25.
+// HTTPOptions): the revisions with sessions, 2025-03-26 to 2025-11-25,
+// whose tool lists are per session, and 2026-07-28, which has none (each
+// request names its revision, and the list is the same for everyone).
 func (g *Gate) HTTPHandler(o HTTPOptions) *HTTPHandler {
 	if o.MaxSessions <= 0 {
 		o.MaxSessions = DefaultMaxSessions

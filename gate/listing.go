@@ -17,7 +17,7 @@ import (
 // view is what an instance allows now.
 type view struct {
 	snap    *interp.Snapshot
-	tools   []string // names, sorted: event tools allowed, and the status or reset tool
+	tools   []string // names, sorted: the event, bound and state tools allowed, and the status or reset tool
 	initial bool     // in the machine's initial state
 }
 

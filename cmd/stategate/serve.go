@@ -57,7 +57,7 @@ type serveCmd struct {
 	// compactions frequent.
 	SmallTables bool     `hidden:"" help:"Size the store's memtables and tables tiny (tests)."`
 	Procs       int      `placeholder:"N" help:"Cores the server runs on (GOMAXPROCS); 0: half of those Go would use, at least one (or the GOMAXPROCS variable), as a local server shares its machine with its clients."`
-	MemLimit    byteSize `name:"mem-limit" default:"128MiB" placeholder:"SIZE" help:"Soft limit of the server's Go memory (GOMEMLIMIT, which wins when set): near it the heap is collected more often, so a burst does not grow the process; it refuses nothing (0: none)."`
+	MemLimit    byteSize `name:"mem-limit" default:"128MiB" placeholder:"SIZE" help:"Soft limit of the server's Go memory, with the store on disk (GOMEMLIMIT, which wins when set): near it the heap is collected more often, so a burst does not grow the process; it refuses nothing (0: none; --memory sets none: its instances and audit trails live in the heap)."`
 }
 
 func (c *serveCmd) Run(stdout io.Writer) error {
@@ -65,7 +65,7 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 	if n := procsFor(c.Procs, os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0)); n > 0 {
 		runtime.GOMAXPROCS(n)
 	}
-	if os.Getenv("GOMEMLIMIT") == "" && c.MemLimit > 0 {
+	if os.Getenv("GOMEMLIMIT") == "" && c.MemLimit > 0 && !c.Memory {
 		debug.SetMemoryLimit(int64(c.MemLimit))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
