@@ -134,7 +134,7 @@ func callTool(c *mcptest.Client, name string, args map[string]any) (text string,
 	req := mcp.CallToolRequest{}
 	req.Params.Name = name
 	req.Params.Arguments = args
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	res, err := c.CallTool(ctx, req)
 	if err != nil {

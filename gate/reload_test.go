@@ -2,6 +2,7 @@ package gate_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -25,11 +26,11 @@ import (
 const lampV1 = `{"id":"lamp","initial":"off","states":{"off":{"on":{"ON":"on"}},"on":{"on":{"OFF":"off"}}}}`
 
 // serveDir serves a folder with a watching library.
-func serveDir(t *testing.T, dir string) (url string) {
+func serveDir(t *testing.T, dir string) (url string, lib *workflow.Library) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	g := gate.New(gate.Options{Store: store.NewMemory(), Logger: log})
-	lib := workflow.NewLibrary(workflow.LibraryOptions{Dir: dir, Loader: &xstate.Loader{Modules: &js.Host{}}, Logger: log, Serve: g.Reloaded})
+	lib = workflow.NewLibrary(workflow.LibraryOptions{Dir: dir, Loader: &xstate.Loader{Modules: &js.Host{}}, Logger: log, Serve: g.Reloaded})
 	w, err := watch.NewTree(dir, 0, log)
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +47,28 @@ func serveDir(t *testing.T, dir string) (url string) {
 	t.Cleanup(func() { cancel(); <-done; w.Close() })
 	srv := httptest.NewServer(g.HTTPHandler(gate.HTTPOptions{}))
 	t.Cleanup(srv.Close)
-	return srv.URL + "/mcp"
+	return srv.URL + "/mcp", lib
+}
+
+// awaitReload waits, reload by reload, until the library's file errors
+// satisfy ok.
+func awaitReload(t *testing.T, lib *workflow.Library, what string, ok func(map[string]error) bool) {
+	t.Helper()
+	reloaded := make(chan struct{}, 1)
+	defer lib.Subscribe(func() {
+		select {
+		case reloaded <- struct{}{}:
+		default:
+		}
+	})()
+	deadline := time.After(mcptest.Wait)
+	for !ok(lib.Errors()) {
+		select {
+		case <-reloaded:
+		case <-deadline:
+			t.Fatalf("no reload brought %s: %v", what, lib.Errors())
+		}
+	}
 }
 
 // atomicSave writes a file as editors do: a temporary file renamed over.
@@ -62,18 +84,19 @@ func atomicSave(t *testing.T, path, content string) {
 }
 
 // serveLamp serves a folder holding lampV1, watched, and connects to it.
-func serveLamp(t *testing.T) (dir, lamp string, c *mcptest.Client) {
+func serveLamp(t *testing.T) (dir, lamp string, c *mcptest.Client, lib *workflow.Library) {
 	t.Helper()
 	dir = t.TempDir()
 	lamp = filepath.Join(dir, "lamp.json")
 	if err := os.WriteFile(lamp, []byte(lampV1), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return dir, lamp, connect(t, serveDir(t, dir))
+	url, lib := serveDir(t, dir)
+	return dir, lamp, connect(t, url), lib
 }
 
 func TestHotReload(t *testing.T) {
-	dir, lamp, c := serveLamp(t)
+	dir, lamp, c, lib := serveLamp(t)
 	if _, ok := c.Tools()["lamp_on"]; !ok {
 		t.Fatal("lamp_on not listed")
 	}
@@ -103,16 +126,11 @@ func TestHotReload(t *testing.T) {
 	if err := os.WriteFile(lamp, []byte(`{"id":"lamp","initial":"off","states":{"off":{"on":{"ON":"nowhere"}}}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		_, sc, _ := c.Call("lamp_status", nil)
-		if fe, _ := sc["fileError"].(string); strings.Contains(fe, "nowhere") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status never reported the broken file: %v", sc)
-		}
-		time.Sleep(20 * time.Millisecond) // polling the status tool: no signal to await
+	awaitReload(t, lib, "the broken file's error", func(errs map[string]error) bool {
+		return errs[lamp] != nil && strings.Contains(errs[lamp].Error(), "nowhere")
+	})
+	if _, sc, _ := c.Call("lamp_status", nil); !strings.Contains(fmt.Sprint(sc["fileError"]), "nowhere") {
+		t.Fatalf("status does not report the broken file: %v", sc)
 	}
 	if _, ok := c.Tools()["lamp_dim"]; !ok {
 		t.Fatal("the broken file took the last good version away")
@@ -137,7 +155,7 @@ func TestHotReload(t *testing.T) {
 }
 
 func TestReloadMigratesRemovedStates(t *testing.T) {
-	_, lamp, c := serveLamp(t)
+	_, lamp, c, _ := serveLamp(t)
 	c.Call("lamp_on", nil)
 	// The new version has no state "on": the instance moves to the
 	// initial state, and keeps working.
@@ -169,7 +187,8 @@ func TestHelperModuleReloadsItsMachine(t *testing.T) {
 import { EXTRA } from './names';
 export default createMachine({ id: 'door', initial: 'shut', states: {
   shut: { on: { OPEN: 'open', [EXTRA]: 'shut' } }, open: { on: { CLOSE: 'shut' } } } });`)
-	c := connect(t, serveDir(t, dir))
+	url, _ := serveDir(t, dir)
+	c := connect(t, url)
 	if _, ok := c.Tools()["door_knock"]; !ok {
 		t.Fatalf("door_knock not listed: %v", mcptest.Names(c.Tools()))
 	}
@@ -197,7 +216,8 @@ func TestImportedConfigIsPartOfItsMachine(t *testing.T) {
 import config from './door.json';
 export default setup({ actions: { count: assign({ n: ({ context }) => (context.n ?? 0) + 1 }) } })
   .createMachine({ ...(config as any), context: { n: 0 } });`)
-	c := connect(t, serveDir(t, dir))
+	url, _ := serveDir(t, dir)
+	c := connect(t, url)
 	_, sc, isErr := c.Call("door_open", nil)
 	if ctx, _ := sc["context"].(map[string]any); isErr || sc["state"] != "open" || ctx["n"] != 1.0 {
 		t.Fatalf("open (the module's machine, with its action): %v %v", isErr, sc)
@@ -210,7 +230,7 @@ export default setup({ actions: { count: assign({ n: ({ context }) => (context.n
 // file (same machine id, one more event) into the folder: the original
 // keeps serving, the copy is rejected, and other changes still apply.
 func TestCopiedMachineDoesNotStopTheOthers(t *testing.T) {
-	dir, lamp, c := serveLamp(t)
+	dir, lamp, c, _ := serveLamp(t)
 	c.Call("lamp_on", nil)
 	atomicSave(t, filepath.Join(dir, "lamp-copy.json"), strings.Replace(lampV1, `{"ON":"on"}`, `{"ON":"on","DIM":"on"}`, 1))
 	atomicSave(t, filepath.Join(dir, "fan.json"), `{"id":"fan","initial":"off","states":{"off":{"on":{"SPIN":"off"}}}}`)
@@ -237,7 +257,8 @@ func TestCopiedMachineAtStart(t *testing.T) {
 	if err := os.Chtimes(lamp, old, old); err != nil {
 		t.Fatal(err)
 	}
-	c := connect(t, serveDir(t, dir))
+	url, _ := serveDir(t, dir)
+	c := connect(t, url)
 	tools := c.Tools()
 	if _, ok := tools["lamp_on"]; !ok {
 		t.Fatalf("lamp not served: %v", mcptest.Names(tools))

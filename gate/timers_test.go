@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stategate/stategate/gate"
+	"github.com/stategate/stategate/internal/mcptest"
 	"github.com/stategate/stategate/store"
 	"github.com/stategate/stategate/store/badger"
 	"github.com/stategate/stategate/workflow"
@@ -33,7 +35,14 @@ func serveStore(t *testing.T, dir string, st store.Store) (url string) {
 // serveLogged is serveStore with the server's logs going to log.
 func serveLogged(t *testing.T, dir string, st store.Store, log *slog.Logger) (url string) {
 	t.Helper()
-	g := gate.New(gate.Options{Store: st, Logger: log})
+	return serveInstances(t, dir, workflow.NewInstances(workflow.InstancesOptions{Store: st, Logger: log}), log)
+}
+
+// serveInstances serves a folder with the given instances, their timers
+// running.
+func serveInstances(t *testing.T, dir string, inst *workflow.Instances, log *slog.Logger) (url string) {
+	t.Helper()
+	g := gate.New(gate.Options{Instances: inst, Logger: log})
 	lib := workflow.NewLibrary(workflow.LibraryOptions{Dir: dir, Loader: &xstate.Loader{Modules: &js.Host{}}, Logger: log, Serve: g.Reloaded})
 	if err := lib.Reload(context.Background()); err != nil {
 		t.Fatal(err)
@@ -75,10 +84,11 @@ func TestOverdueTimerFiresAfterRestart(t *testing.T) {
 		}
 		return st
 	}
+	clock := clockwork.NewFakeClock()
 	st := open()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	// A server with no timers running takes the call and goes down.
-	g := gate.New(gate.Options{Store: st, Logger: log, SharedInstance: "k1"})
+	g := gate.New(gate.Options{Instances: workflow.NewInstances(workflow.InstancesOptions{Store: st, Logger: log, Clock: clock}), Logger: log, SharedInstance: "k1"})
 	lib := workflow.NewLibrary(workflow.LibraryOptions{Dir: dir, Loader: &xstate.Loader{Modules: &js.Host{}}, Logger: log, Serve: g.Reloaded})
 	if err := lib.Reload(context.Background()); err != nil {
 		t.Fatal(err)
@@ -89,21 +99,25 @@ func TestOverdueTimerFiresAfterRestart(t *testing.T) {
 	c.Close()
 	srv.Close()
 	st.Close()
-	time.Sleep(200 * time.Millisecond) // let the 150 ms timer fall due while the server is down
+	clock.Advance(200 * time.Millisecond) // the 150 ms timer falls due while the server is down
 
 	st = open()
 	t.Cleanup(func() { st.Close() })
-	serveStore(t, dir, st)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		rec, _, err := st.Load(context.Background(), store.Key{Machine: "kettle", Handle: "k1"})
-		if err == nil && len(rec.Timers) == 1 && rec.Timers[0].Due.After(time.Now()) {
-			break // the overdue timer fired: only hot's 60 s timer is left
+	inst := workflow.NewInstances(workflow.InstancesOptions{Store: st, Logger: log, Clock: clock})
+	fired := make(chan workflow.Change, 10)
+	inst.Subscribe(func(_ context.Context, c workflow.Change) { fired <- c })
+	serveInstances(t, dir, inst, log)
+	select {
+	case c := <-fired:
+		if c.Workflow != "kettle" || c.Handle != "k1" || !c.Moved {
+			t.Fatalf("the change: %+v", c)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the overdue timer did not fire: %+v %v", rec.Timers, err)
-		}
-		time.Sleep(20 * time.Millisecond) // polling the store: the test has no session on k1
+	case <-time.After(mcptest.Wait):
+		t.Fatal("the overdue timer did not fire")
+	}
+	rec, _, err := st.Load(context.Background(), store.Key{Machine: "kettle", Handle: "k1"})
+	if err != nil || len(rec.Timers) != 1 || rec.Timers[0].Due.Sub(clock.Now().Add(time.Minute)).Abs() >= time.Millisecond {
+		t.Fatalf("after the overdue timer, only hot's 60 s timer is left: %+v %v", rec.Timers, err)
 	}
 }
 

@@ -250,7 +250,7 @@ func gateUpstreams(t *testing.T, file string, ws ...*workflow.Workflow) *gatedUp
 		t.Fatal(err)
 	}
 	m.Apply(context.Background(), cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := m.Ready(ctx); err != nil {
 		t.Fatal(err)
@@ -387,7 +387,7 @@ func svcWorkflow(t *testing.T) *workflow.Workflow {
 // untilTrue polls cond for at most 10 s.
 func untilTrue(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -421,7 +421,7 @@ func watchProgress(c *client.Client) progressSeen {
 // await waits for a progress notification with a token.
 func (p progressSeen) await(t *testing.T, token string) {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(time.Minute)
 	for {
 		select {
 		case got := <-p:
@@ -452,7 +452,7 @@ func connectStdioClient(t *testing.T, g *gate.Gate) *client.Client {
 		c.Close() // closes inW: the gate's input ends, then its output
 		select {
 		case <-done:
-		case <-time.After(5 * time.Second):
+		case <-time.After(time.Minute):
 			t.Error("ServeStdio did not return when its input closed")
 			cancel()
 			outR.Close()
@@ -814,7 +814,7 @@ func realCancel(t *testing.T, h *gatedUpstreams, c *mcptest.Client, caller *clie
 		if err == nil {
 			t.Fatal("a cancelled call returned no error")
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("the cancelled call did not return")
 	}
 	untilTrue(t, "the upstream's handler to see the cancellation", func() bool { return fileExists(marker) })

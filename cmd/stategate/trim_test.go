@@ -33,7 +33,7 @@ func TestTrimWhenIdle(t *testing.T) {
 		select {
 		case r := <-reads:
 			return r
-		case <-time.After(5 * time.Second):
+		case <-time.After(time.Minute):
 			t.Fatal("the activity was not read")
 			return nil
 		}

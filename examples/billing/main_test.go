@@ -149,7 +149,7 @@ func freeAddr(t *testing.T) string {
 // waitHTTP waits until the server answers HTTP.
 func waitHTTP(t *testing.T, addr string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		if res, err := http.Get("http://" + addr + "/mcp"); err == nil {
 			res.Body.Close()
