@@ -86,6 +86,9 @@ type Gate struct {
 	// bindings are the tools bound to workflow states, by tool name
 	// (under setMu).
 	bindings map[string]*Binding
+	// passClashes are the exposed upstream tools not served for a name
+	// taken, with what they clash with (under setMu), said once.
+	passClashes map[string]string
 
 	// served is what the gate serves, replaced whole by serve (under
 	// setMu) and read without a lock.

@@ -179,12 +179,25 @@ func (g *Gate) serve(ms []*workflow.Workflow) (told bool, err error) {
 		}
 		bound[m.ID] = append(bound[m.ID], b)
 	}
-	pass := g.passTools(us, named)
+	// An exposed upstream tool whose name is taken (a workflow's tool,
+	// or another server's exposed tool) is dropped, and said once: an
+	// upstream's list never blocks the workflows or the other upstreams.
+	pass, clashes := g.passTools(us, named)
 	for _, name := range slices.Sorted(maps.Keys(pass)) {
+		if other, taken := tools[name]; taken {
+			clashes[name] = fmt.Sprintf("%s and %s", pass[name].owner(), other.owner())
+			continue
+		}
 		if err := add(name, *pass[name]); err != nil {
 			return false, err
 		}
 	}
+	for name, both := range clashes {
+		if g.passClashes[name] != both {
+			g.log.Error("an exposed upstream tool is not served: its name is taken", "tool", name, "by", both)
+		}
+	}
+	g.passClashes = clashes
 	sorted := slices.SortedFunc(maps.Values(ids), func(a, b *workflow.Workflow) int { return strings.Compare(a.ID, b.ID) })
 	prev := g.served.Load().tools
 	// New tools are registered with the MCP server before the gate serves

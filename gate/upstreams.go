@@ -259,8 +259,10 @@ func (g *Gate) fitOutput(t mcp.Tool, res *mcp.CallToolResult) *mcp.CallToolResul
 
 // passTools are the tools of servers that expose them, which no workflow
 // names: listed always, forwarded as they are.
-func (g *Gate) passTools(us upstreamSet, named map[string]bool) map[string]*toolRef {
-	out := map[string]*toolRef{}
+// A tool that two servers expose is the first server's (by name); the
+// others' are in clashes, by tool name.
+func (g *Gate) passTools(us upstreamSet, named map[string]bool) (out map[string]*toolRef, clashes map[string]string) {
+	out, clashes = map[string]*toolRef{}, map[string]string{}
 	for _, name := range slices.Sorted(maps.Keys(us.servers)) {
 		s := us.servers[name]
 		if s.Expose != "always" {
@@ -270,10 +272,15 @@ func (g *Gate) passTools(us upstreamSet, named map[string]bool) map[string]*tool
 			if named[name+"/"+t.Name] {
 				continue
 			}
-			out[t.Name] = &toolRef{kind: passTool, server: name, full: t, compact: t}
+			ref := &toolRef{kind: passTool, server: name, full: t, compact: t}
+			if first, dup := out[t.Name]; dup {
+				clashes[t.Name] = fmt.Sprintf("%s and %s", ref.owner(), first.owner())
+				continue
+			}
+			out[t.Name] = ref
 		}
 	}
-	return out
+	return out, clashes
 }
 
 // CheckUpstreams checks workflows' upstream tools against the servers

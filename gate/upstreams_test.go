@@ -158,7 +158,12 @@ func newFakeUpstreams() *fakeUpstreams {
 // upstreamGate serves deploy over HTTP with the fake upstreams.
 func upstreamGate(t *testing.T, st store.Store, up gate.Upstreams) (*mcptest.Client, *gate.Gate) {
 	t.Helper()
-	g := gate.New(gate.Options{Store: st, Upstreams: up, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return upstreamGateLogged(t, st, up, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+func upstreamGateLogged(t *testing.T, st store.Store, up gate.Upstreams, log *slog.Logger) (*mcptest.Client, *gate.Gate) {
+	t.Helper()
+	g := gate.New(gate.Options{Store: st, Upstreams: up, Logger: log})
 	if err := g.SetWorkflows([]*workflow.Workflow{deployWorkflow(t)}); err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +348,8 @@ func TestUpstreamInDoubt(t *testing.T) {
 
 func TestUpstreamToolsChange(t *testing.T) {
 	up := newFakeUpstreams()
-	c, g := upstreamGate(t, store.NewMemory(), up)
+	logs := &logBuffer{}
+	c, g := upstreamGateLogged(t, store.NewMemory(), up, slog.New(slog.NewTextHandler(logs, nil)))
 	c.Tools()
 	c.Drain()
 	// The servers told of a change that changed nothing: nobody is told.
@@ -357,13 +363,21 @@ func TestUpstreamToolsChange(t *testing.T) {
 	if _, ok := c.Tools()["pong"]; !ok {
 		t.Errorf("pong not listed after the change: %v", mcptest.Names(c.Tools()))
 	}
-	// An exposed tool named as a workflow's: a clash, naming both; the
-	// tools served stay as they were.
+	// An exposed tool named as a workflow's is dropped and said: the
+	// workflows and the other upstream tools go on changing.
 	up.mu.Lock()
-	up.servers[2].Tools = append(up.servers[2].Tools, mcp.NewTool("deploy_status"))
+	up.servers[2].Tools = append(up.servers[2].Tools, mcp.NewTool("deploy_status"), mcp.NewTool("zap", mcp.WithDescription("Zap.")))
 	up.mu.Unlock()
-	if err := g.SetWorkflows([]*workflow.Workflow{deployWorkflow(t)}); !errors.Is(err, workflow.ErrToolClash) || !strings.Contains(err.Error(), "misc") || !strings.Contains(err.Error(), "deploy") {
-		t.Errorf("a clash: %v", err)
+	up.changed()
+	c.AwaitTools("zap, beside the clash", func(tools map[string]mcp.Tool) bool { _, ok := tools["zap"]; return ok })
+	if err := g.SetWorkflows([]*workflow.Workflow{deployWorkflow(t)}); err != nil {
+		t.Errorf("a reload beside the clash: %v", err)
+	}
+	if st := c.Tools()["deploy_status"]; !strings.Contains(st.Description, "deploy workflow") {
+		t.Errorf("deploy_status is not the workflow's: %q", st.Description)
+	}
+	if n := logs.count("an exposed upstream tool is not served", "deploy_status", "misc", "deploy"); n != 1 {
+		t.Errorf("the clash was logged %d times, want once:\n%s", n, logs)
 	}
 }
 
