@@ -106,7 +106,7 @@ func (g *Gate) handleCall(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 func (g *Gate) handleOf(c *call) (handle string, bad *mcp.CallToolResult) {
 	m := c.w
 	if c.modern {
-		return modernHandle(m, c.args)
+		return g.modernHandle(c.ctx, m, c.args)
 	}
 	if m.HandleKey == "" {
 		return g.instanceOf(c.sess, m), nil

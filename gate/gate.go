@@ -114,6 +114,10 @@ type Gate struct {
 	failed    map[string]error
 	failedDir string
 
+	// secret tags the handles the start tool makes (handleSecret).
+	secretMu sync.Mutex
+	secret   []byte
+
 	// nameKey keys the names the gate gives sessions (sessionName): a
 	// session id is a client's credential and is never shown or stored.
 	nameKey [32]byte

@@ -2,7 +2,12 @@ package gate
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -11,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/stategate/stategate/store"
 	"github.com/stategate/stategate/workflow"
 )
 
@@ -40,8 +46,83 @@ func modern(ctx context.Context) bool { return server.IsModernRequest(ctx) }
 // theirs to reach).
 const handlePrefix = "wf-"
 
-// newHandle makes a handle no one can guess: 128 random bits.
-func newHandle() string { return handlePrefix + strings.ToLower(rand.Text()) }
+// A minted handle is handlePrefix, 128 random bits (26 characters of
+// base32, rand.Text's) and a tag (16 characters: 80 bits of an HMAC of
+// the rest, keyed by a secret kept in the store): a handle the start tool
+// did not make is told at once, with no store lookup, and refused. Handles
+// minted before the tag (handlePrefix and the random part alone) are
+// taken only for instances the store holds.
+const (
+	randomLen = 26
+	tagLen    = 16
+)
+
+// handleSecretKey is where the secret that tags minted handles is kept.
+var handleSecretKey = store.Key{Machine: store.MetaMachine, Handle: "handle-secret"}
+
+// newHandle makes a handle no one can guess, tagged with the secret.
+func newHandle(secret []byte) string {
+	h := handlePrefix + strings.ToLower(rand.Text())
+	return h + handleTag(secret, h)
+}
+
+// handleTag is the tag of a handle's first part.
+func handleTag(secret []byte, head string) string {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte(head))
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(mac.Sum(nil)[:10]))
+}
+
+// mintedBy reports whether the start tool made a handle, with the secret:
+// minted (tagged), or, for a handle of the form before tags, legacy.
+func mintedBy(secret []byte, h string) (minted, legacy bool) {
+	if !strings.HasPrefix(h, handlePrefix) {
+		return false, false
+	}
+	switch len(h) {
+	case len(handlePrefix) + randomLen:
+		return false, true
+	case len(handlePrefix) + randomLen + tagLen:
+		head := h[:len(handlePrefix)+randomLen]
+		return hmac.Equal([]byte(h[len(head):]), []byte(handleTag(secret, head))), false
+	}
+	return false, false
+}
+
+// handleSecret returns the secret that tags minted handles, made and
+// stored by the first run that needs it (replicas on one store share it).
+func (g *Gate) handleSecret(ctx context.Context) ([]byte, error) {
+	g.secretMu.Lock()
+	defer g.secretMu.Unlock()
+	if g.secret != nil {
+		return g.secret, nil
+	}
+	st := g.inst.Store()
+	for range 3 {
+		rec, _, err := st.Load(ctx, handleSecretKey)
+		if err == nil {
+			var v struct {
+				Secret []byte `json:"secret"`
+			}
+			if err := json.Unmarshal(rec.Snapshot, &v); err != nil || len(v.Secret) < 32 {
+				return nil, fmt.Errorf("the store's handle secret is damaged: %v", err)
+			}
+			g.secret = v.Secret
+			return g.secret, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		secret := make([]byte, 32)
+		_, _ = rand.Read(secret)
+		data, _ := json.Marshal(map[string]any{"secret": secret})
+		if _, err := st.Save(ctx, handleSecretKey, store.Record{Snapshot: data}, 0); err != nil && !errors.Is(err, store.ErrConflict) {
+			return nil, err
+		}
+		// Stored, or another run stored one first: read what is there.
+	}
+	return nil, errors.New("the store's handle secret cannot be made")
+}
 
 // modernTool is a tool as clients of revision 2026-07-28 see it: with
 // the handle argument required, and a description that says when it is
@@ -103,15 +184,28 @@ func orList(xs []string) string {
 
 // modernHandle returns the handle a call of revision 2026-07-28 names:
 // the handle key's argument; for a workflow with no handle key, one the
-// start tool made.
-func modernHandle(m *workflow.Workflow, args map[string]any) (string, *mcp.CallToolResult) {
+// start tool made (mintedBy).
+func (g *Gate) modernHandle(ctx context.Context, m *workflow.Workflow, args map[string]any) (string, *mcp.CallToolResult) {
 	key := m.ModernHandleKey()
 	h, _ := args[key].(string)
 	if err := workflow.CheckHandle(h); err != nil {
 		return "", errorResult("INVALID_ARGUMENTS", fmt.Sprintf("INVALID_ARGUMENTS: argument %q (the %s instance) %v; %s makes one", key, m.ID, err, m.StartTool),
 			map[string]any{"argument": key})
 	}
-	if m.HandleKey == "" && (!strings.HasPrefix(h, handlePrefix) || len(h) != len(handlePrefix)+26) {
+	if m.HandleKey != "" {
+		return h, nil
+	}
+	secret, err := g.handleSecret(ctx)
+	if err != nil {
+		return "", errorResult("ERROR", "ERROR: "+err.Error(), nil)
+	}
+	minted, legacy := mintedBy(secret, h)
+	if legacy {
+		// Made before handles were tagged: only if it exists.
+		_, _, err := g.inst.Store().Load(ctx, store.Key{Machine: m.ID, Handle: h})
+		minted = err == nil
+	}
+	if !minted {
 		return "", errorResult("INVALID_ARGUMENTS", fmt.Sprintf("INVALID_ARGUMENTS: argument %q is not a handle of the %s workflow: call %s for one", key, m.ID, m.StartTool),
 			map[string]any{"argument": key})
 	}
@@ -145,7 +239,11 @@ func (g *Gate) start(c *call) *mcp.CallToolResult {
 	if !c.modern {
 		return errorResult("FORBIDDEN", fmt.Sprintf("FORBIDDEN: %s is for clients of protocol revision 2026-07-28, which have no sessions; this session has an instance of its own (see %s)", m.StartTool, m.StatusTool), nil)
 	}
-	c.handle = newHandle()
+	secret, err := g.handleSecret(c.ctx)
+	if err != nil {
+		return errorResult("ERROR", "ERROR: "+err.Error(), nil)
+	}
+	c.handle = newHandle(secret)
 	if m.HandleKey != "" {
 		c.handle = strings.TrimPrefix(c.handle, handlePrefix)
 	}

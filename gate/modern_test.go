@@ -344,3 +344,69 @@ func TestModernTimer(t *testing.T) {
 	}
 	c.NoChange()
 }
+
+// TestModernHandlesAreMinted: a handle of the start tool's shape that it
+// did not make is refused at once; one it made works, also on another run
+// of the server on the same store; one of the form before handles were
+// tagged is taken only for an instance the store holds.
+func TestModernHandlesAreMinted(t *testing.T) {
+	st := store.NewMemory()
+	serve := func() *mcptest.Client {
+		g := gate.New(gate.Options{Store: st, Logger: quietLog()})
+		if err := g.SetWorkflows([]*workflow.Workflow{lampWorkflow(t)}); err != nil {
+			t.Fatal(err)
+		}
+		h := g.HTTPHandler(gate.HTTPOptions{})
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		t.Cleanup(h.Close)
+		return modernHTTP(t, srv.URL+"/mcp")
+	}
+	c := serve()
+	_, sc, isErr := c.Call("lamp_start", nil)
+	minted, _ := sc["handle"].(string)
+	if isErr || !strings.HasPrefix(minted, "wf-") || len(minted) != 3+26+16 {
+		t.Fatalf("lamp_start: %v", sc)
+	}
+	refused := func(c *mcptest.Client, h, why string) {
+		t.Helper()
+		if _, sc, isErr := c.Call("lamp_on", map[string]any{"workflow_id": h}); !isErr || sc["error"] != "INVALID_ARGUMENTS" {
+			t.Errorf("%s: %v", why, sc)
+		}
+	}
+	forged := minted[:len(minted)-1] + map[bool]string{true: "b", false: "a"}[minted[len(minted)-1] == 'a']
+	refused(c, forged, "a minted handle with a wrong tag")
+	refused(c, "wf-"+strings.Repeat("a", 26+16), "a forged handle of the right shape")
+	refused(c, "wf-"+strings.Repeat("b", 26), "a handle of the old form that the store does not hold")
+	if _, sc, isErr := c.Call("lamp_on", map[string]any{"workflow_id": minted}); isErr || sc["state"] != "on" {
+		t.Fatalf("lamp_on with the minted handle: %v", sc)
+	}
+	// An instance of the old form, stored by an earlier version.
+	legacy := "wf-" + strings.Repeat("c", 26)
+	if _, err := st.Save(context.Background(), store.Key{Machine: "lamp", Handle: legacy}, store.Record{Snapshot: []byte(`{"status":"active","value":"off","context":{},"children":{},"historyValue":{}}`)}, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Another run on the same store: the secret is the store's.
+	c2 := serve()
+	if _, sc, isErr := c2.Call("lamp_status", map[string]any{"workflow_id": minted}); isErr || sc["state"] != "on" {
+		t.Errorf("the minted handle on another run: %v", sc)
+	}
+	if _, sc, isErr := c2.Call("lamp_on", map[string]any{"workflow_id": legacy}); isErr || sc["state"] != "on" {
+		t.Errorf("a stored handle of the old form: %v", sc)
+	}
+	refused(c2, forged, "the forged handle on another run")
+}
+
+// lampWorkflow is testMachines' lamp, made in memory.
+func lampWorkflow(t *testing.T) *workflow.Workflow {
+	t.Helper()
+	m, _, err := (&xstate.Loader{}).Parse("lamp.json", []byte(testMachines["lamp.json"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := workflow.New(m, workflow.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}

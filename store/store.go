@@ -58,6 +58,16 @@ type Key struct {
 	Handle  string
 }
 
+// MetaMachine is the machine of the keys a server keeps for itself in the
+// store, beside the instances (a secret it shares with its other runs):
+// no workflow's id has a NUL, and listings of instances leave them out
+// (IsMeta).
+const MetaMachine = "\x00stategate"
+
+// IsMeta reports whether a key is one a server keeps for itself, not an
+// instance's.
+func (k Key) IsMeta() bool { return k.Machine == MetaMachine }
+
 // Record is a stored instance.
 //
 // A record with no snapshot is a reset: the instance starts afresh when

@@ -99,6 +99,9 @@ func (x *Instances) RunTimers(ctx context.Context) error {
 		return err
 	}
 	for _, k := range keys {
+		if k.IsMeta() {
+			continue
+		}
 		rec, _, err := x.store.Load(ctx, k)
 		if err == nil && len(rec.Timers) > 0 {
 			x.sched.set(k, rec.Timers)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 
 	"github.com/stategate/stategate/store"
@@ -41,6 +42,7 @@ func (c *stateListCmd) Run(parent *stateCmd, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	keys = slices.DeleteFunc(keys, store.Key.IsMeta)
 	sort.Slice(keys, func(i, j int) bool {
 		if keys[i].Machine != keys[j].Machine {
 			return keys[i].Machine < keys[j].Machine
