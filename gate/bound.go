@@ -248,6 +248,12 @@ func (g *Gate) callBound(ctx context.Context, ref *toolRef, req mcp.CallToolRequ
 	case herr == nil && res != nil && !res.IsError:
 		data := callArgs(c.args, m.HandleKey)
 		data["output"] = outputOf(res)
+		if err := workflow.CheckEventValue("the output of "+b.name, data["output"]); err != nil {
+			// Done, and known not to be recorded: said, not in doubt.
+			settle("done, but not recorded: " + err.Error())
+			note := fmt.Sprintf("The %s workflow did not take %s: %v. It stays in state %s.", m.ID, b.event, err, workflow.StateString(in.Snapshot))
+			return withNote(res, note, map[string]any{"machine": m.ID, "handle": c.handle, "state": in.Snapshot.Value(), "event": b.event, "error": err.Error()}), herr
+		}
 		ev = interp.Event{Type: b.event, Data: data}
 	case b.errorEvent != "":
 		ev = interp.Event{Type: b.errorEvent, Data: map[string]any{"error": failureOf(res, herr)}}
@@ -261,9 +267,11 @@ func (g *Gate) callBound(ctx context.Context, ref *toolRef, req mcp.CallToolRequ
 	// The side effect happened: the event is stored even if the client
 	// went away meanwhile.
 	saved, _, aerr := h.Apply(context.WithoutCancel(ctx), ev, e, nil)
-	if aerr != nil && !errors.As(aerr, new(*workflow.SaveError)) {
-		// The machine did not take it (a guard, a failed step): known,
-		// not in doubt.
+	if aerr != nil && !errors.Is(aerr, store.ErrOutcomeUnknown) && !errors.Is(aerr, store.ErrDiskFailed) {
+		// The machine did not take it (a guard, a failed step), or its
+		// new state was refused by the store (too large, no space):
+		// known, not in doubt. (When the store cannot tell, the intent
+		// stays in doubt, as it is.)
 		settle(fmt.Sprintf("done, but %s was not taken: %s", ev.Type, brief(aerr.Error())))
 	}
 	if res == nil {

@@ -283,42 +283,16 @@ func toolArgs(req mcp.CallToolRequest) (map[string]any, *mcp.CallToolResult) {
 	if req.Params.Arguments != nil && args == nil {
 		return nil, errorResult("INVALID_ARGUMENTS", "INVALID_ARGUMENTS: the arguments must be an object", nil)
 	}
-	if n := jsonSize(args, MaxArguments); n > MaxArguments {
-		return nil, errorResult("INVALID_ARGUMENTS", fmt.Sprintf("INVALID_ARGUMENTS: the arguments of %s take more than %d bytes as JSON; the limit is %d (%d KiB)", req.Params.Name, MaxArguments, MaxArguments, MaxArguments>>10), nil)
+	if err := workflow.CheckEventValue("the arguments of "+req.Params.Name, args); err != nil {
+		return nil, errorResult("INVALID_ARGUMENTS", "INVALID_ARGUMENTS: "+err.Error(), nil)
 	}
 	return args, nil
 }
 
-// MaxArguments bounds the size of a call's arguments, as JSON: the event
-// they make goes into the instance's audit trail (whose entries the store
-// bounds at 4 MiB) and often into its context.
-const MaxArguments = 1 << 20
-
-// jsonSize estimates the size of a JSON-like value as JSON, from above for
-// strings (escapes aside); it stops counting past limit.
-func jsonSize(v any, limit int) int {
-	switch x := v.(type) {
-	case string:
-		return len(x) + 2
-	case map[string]any:
-		n := 2
-		for k, e := range x {
-			if n += len(k) + 4 + jsonSize(e, limit-n); n > limit {
-				return n
-			}
-		}
-		return n
-	case []any:
-		n := 2
-		for _, e := range x {
-			if n += 1 + jsonSize(e, limit-n); n > limit {
-				return n
-			}
-		}
-		return n
-	}
-	return 24 // a number, a boolean, null
-}
+// MaxArguments bounds the size of a call's arguments, as JSON
+// (workflow.MaxEventSize): the event they make goes into the instance's
+// audit trail and often into its context.
+const MaxArguments = workflow.MaxEventSize
 
 func contains(list []string, s string) bool {
 	for _, x := range list {

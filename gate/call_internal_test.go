@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -20,23 +19,5 @@ func TestErrorResultsAreBrief(t *testing.T) {
 	}
 	if sc["state"] != "draft" {
 		t.Errorf("a short field changed: %v", sc["state"])
-	}
-}
-
-func TestJSONSize(t *testing.T) {
-	for _, v := range []any{
-		map[string]any{"a": "x", "b": []any{1.0, true, nil, "yz"}},
-		map[string]any{},
-		strings.Repeat("s", 3000),
-		[]any{map[string]any{"k": map[string]any{"deep": "v"}}},
-	} {
-		data, _ := json.Marshal(v)
-		if got := jsonSize(v, 1<<30); got < len(data) || got > 2*len(data)+48 {
-			t.Errorf("jsonSize(%s) = %d, JSON has %d bytes", data, got, len(data))
-		}
-	}
-	big := map[string]any{"a": strings.Repeat("x", MaxArguments)}
-	if jsonSize(big, MaxArguments) <= MaxArguments {
-		t.Error("an argument over the limit is not seen")
 	}
 }

@@ -448,3 +448,49 @@ func TestUpstreamModernHandleNotForwarded(t *testing.T) {
 		t.Errorf("forwarded: %v %s", isErr, text)
 	}
 }
+
+// TestUpstreamOutputTooLargeIsSettled: an upstream's success whose output
+// is too large or too deep to record (as the arguments of a call would
+// be) reaches the
+// agent with a note; the intent is settled as not recorded, nothing is
+// in doubt, and the workflow did not move. On the store on disk, whose
+// limits the memory store shares.
+func TestUpstreamOutputTooLargeIsSettled(t *testing.T) {
+	var deep any = "bottom"
+	for range 5000 {
+		deep = map[string]any{"d": deep}
+	}
+	for name, output := range map[string]any{
+		"large": map[string]any{"bytes": 5.0, "blob": strings.Repeat("x", 5<<20)},
+		"deep":  map[string]any{"bytes": 5.0, "tree": deep},
+	} {
+		t.Run(name, func(t *testing.T) {
+			up := newFakeUpstreams()
+			up.answer = func(ctx context.Context, server string, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent("wrote it")}, StructuredContent: output}, nil
+			}
+			c, _ := upstreamGate(t, openBadger(t, t.TempDir()), up)
+			res := c.Result("write_file", map[string]any{"deploy_id": "big", "path": "a", "content": "x"})
+			if res.IsError || !strings.Contains(mcptest.Text(res), "wrote it") || !strings.Contains(mcptest.Text(res), "did not take WRITE") {
+				t.Fatalf("write_file: %v %s", res.IsError, brief(mcptest.Text(res)))
+			}
+			_, sc, _ := c.Call("deploy_status", map[string]any{"deploy_id": "big"})
+			if sc["state"] != "draft" || sc["inDoubt"] != nil {
+				t.Fatalf("status: state %v, in doubt %v", sc["state"], sc["inDoubt"])
+			}
+			recent, _ := sc["recent"].([]any)
+			last, _ := recent[len(recent)-1].(map[string]any)
+			if note, _ := last["note"].(string); last["settles"] == nil || !strings.Contains(note, "not") {
+				t.Fatalf("the entry that settles the intent: %v", last)
+			}
+		})
+	}
+}
+
+// brief cuts a long text for a test's message.
+func brief(s string) string {
+	if len(s) > 300 {
+		return s[:300] + "…"
+	}
+	return s
+}

@@ -112,3 +112,65 @@ func Accepts(s *interp.Snapshot, event string) bool {
 	ok, _ := s.Can(ev)
 	return ok || probe.Read()
 }
+
+// Limits of what an event carries from outside the machine (a call's
+// arguments, a bound tool's output): as JSON, at most MaxEventSize bytes,
+// nested at most MaxEventDepth levels, as the machine's own values are
+// (the JavaScript host's rule). The event goes into the instance's audit
+// trail, whose entries the store bounds at 4 MiB, and often into its
+// context.
+const (
+	MaxEventSize  = 1 << 20
+	MaxEventDepth = 1000
+)
+
+// ErrEventTooLarge is wrapped by CheckEventValue's errors.
+var ErrEventTooLarge = errors.New("too large for an event")
+
+// CheckEventValue checks a value an event would carry against
+// MaxEventSize and MaxEventDepth; what names it in the error.
+func CheckEventValue(what string, v any) error {
+	n, depth := jsonMeasure(v, MaxEventSize, MaxEventDepth, 0)
+	switch {
+	case depth > MaxEventDepth:
+		return fmt.Errorf("%w: %s is nested more than %d levels deep", ErrEventTooLarge, what, MaxEventDepth)
+	case n > MaxEventSize:
+		return fmt.Errorf("%w: %s takes more than %d bytes as JSON; the limit is %d (%d KiB)", ErrEventTooLarge, what, MaxEventSize, MaxEventSize, MaxEventSize>>10)
+	}
+	return nil
+}
+
+// jsonMeasure estimates the size of a JSON-like value as JSON (from above
+// for strings, escapes aside) and its depth, stopping past the limits.
+func jsonMeasure(v any, sizeLimit, depthLimit, depth int) (size, deepest int) {
+	if depth > depthLimit {
+		return 0, depth
+	}
+	switch x := v.(type) {
+	case string:
+		return len(x) + 2, depth
+	case map[string]any:
+		n, d := 2, depth+1
+		for k, e := range x {
+			s, ed := jsonMeasure(e, sizeLimit-n, depthLimit, depth+1)
+			n += len(k) + 4 + s
+			d = max(d, ed)
+			if n > sizeLimit || d > depthLimit {
+				break
+			}
+		}
+		return n, d
+	case []any:
+		n, d := 2, depth+1
+		for _, e := range x {
+			s, ed := jsonMeasure(e, sizeLimit-n, depthLimit, depth+1)
+			n += 1 + s
+			d = max(d, ed)
+			if n > sizeLimit || d > depthLimit {
+				break
+			}
+		}
+		return n, d
+	}
+	return 24, depth // a number, a boolean, null
+}
