@@ -114,6 +114,71 @@ func (g *Gate) bind(b *Binding) {
 	g.refreshAfter(context.Background(), told)
 }
 
+// Err returns why the binding is not served, when its workflow is served
+// and names no such state or event (the error names the nearest one);
+// nil when it is served, or waits for its workflow. Such a binding's
+// tool is refused (FORBIDDEN, with the error), and its event keeps its
+// own tool.
+func (b *Binding) Err() error {
+	b.g.setMu.Lock()
+	defer b.g.setMu.Unlock()
+	return b.g.bindErrs[b.name]
+}
+
+// checkBindings checks the bindings against the workflows served (under
+// setMu): a binding to a state or event its workflow does not have is not
+// served, and said once; one to a workflow not served waits for it, and
+// is said once too, with the nearest workflow's name.
+func (g *Gate) checkBindings(ws map[string]*workflow.Workflow) {
+	errs, waits := map[string]error{}, map[string]string{}
+	ids := slices.Collect(maps.Keys(ws))
+	for name, b := range g.bindings {
+		if b.fromMachine {
+			continue // made by the workflow itself
+		}
+		m := ws[b.workflow]
+		if m == nil {
+			waits[name] = b.workflow
+			if len(ws) > 0 && g.bindWaits[name] != b.workflow {
+				g.log.Warn("a tool is bound to a workflow that is not served: it is not listed until that workflow is", "tool", name, "workflow", b.workflow, "nearest", workflow.Nearest(b.workflow, ids))
+			}
+			continue
+		}
+		if err := checkBinding(b, m); err != nil {
+			errs[name] = err
+			if prev := g.bindErrs[name]; prev == nil || prev.Error() != err.Error() {
+				g.log.Error("a tool's binding is not served", "tool", name, "err", err)
+			}
+		}
+	}
+	g.bindErrs, g.bindWaits = errs, waits
+}
+
+// checkBinding checks a binding's states and events against its workflow.
+func checkBinding(b *Binding, m *workflow.Workflow) error {
+	var paths []string
+	for _, n := range m.Machine.Nodes {
+		if p := n.PathString(); p != "" {
+			paths = append(paths, p)
+		}
+	}
+	for _, st := range b.states {
+		if !slices.Contains(paths, st) {
+			return fmt.Errorf("%w: %s is bound to state %q of the %s workflow, which has no such state (the nearest is %q)", ErrBinding, b.name, st, m.ID, workflow.Nearest(st, paths))
+		}
+	}
+	for _, ev := range []string{b.event, b.errorEvent} {
+		if ev != "" && !slices.Contains(m.Machine.EventTypes, ev) {
+			return fmt.Errorf("%w: %s sends %s to the %s workflow, which takes no such event (the nearest is %s)", ErrBinding, b.name, ev, m.ID, workflow.Nearest(ev, m.Machine.EventTypes))
+		}
+	}
+	return nil
+}
+
+// ErrBinding is wrapped by the errors of bindings that are not served
+// (Binding.Err).
+var ErrBinding = errors.New("a binding names what its workflow does not have")
+
 // inStates reports whether a snapshot is in one of the binding's states.
 func (b *Binding) inStates(s *interp.Snapshot) bool {
 	if len(b.states) == 0 {

@@ -86,6 +86,10 @@ type Gate struct {
 	// bindings are the tools bound to workflow states, by tool name
 	// (under setMu).
 	bindings map[string]*Binding
+	// bindErrs are the bindings not served, with why; bindWaits those
+	// waiting for their workflow, with its name (under setMu).
+	bindErrs  map[string]error
+	bindWaits map[string]string
 	// passClashes are the exposed upstream tools not served for a name
 	// taken, with what they clash with (under setMu), said once.
 	passClashes map[string]string

@@ -97,9 +97,12 @@ func (g *Gate) gateBound(next server.ToolHandlerFunc) server.ToolHandlerFunc {
 			return g.callBound(ctx, ref, req, next)
 		}
 		g.setMu.Lock()
-		b := g.bindings[req.Params.Name]
+		b, berr := g.bindings[req.Params.Name], g.bindErrs[req.Params.Name]
 		g.setMu.Unlock()
-		if b != nil {
+		switch {
+		case berr != nil:
+			return errorResult("FORBIDDEN", "FORBIDDEN: "+berr.Error(), nil), nil
+		case b != nil:
 			// Bound to a workflow that is not served (now).
 			return errorResult("FORBIDDEN", fmt.Sprintf("FORBIDDEN: %s is bound to the %s workflow, which is not served now", b.name, b.workflow), nil), nil
 		}

@@ -276,3 +276,46 @@ func TestBindingTellsLiveSessions(t *testing.T) {
 		t.Fatalf("remind bound to draft: %v", mcptest.Names(tools))
 	}
 }
+
+// TestBindingTyposAreErrors: a binding to a state or event its workflow
+// does not have is an error naming the nearest one; it is not served (its
+// event keeps its own tool, and the tool is refused); a binding to a
+// workflow not served waits for it, and says so with the nearest name.
+func TestBindingTyposAreErrors(t *testing.T) {
+	logs := &logBuffer{}
+	g := gate.New(gate.Options{Store: store.NewMemory(), Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err := g.SetWorkflows([]*workflow.Workflow{billWorkflow(t)}); err != nil {
+		t.Fatal(err)
+	}
+	handler := func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText("paid"), nil
+	}
+	state := g.Tool(mcp.NewTool("pay"), handler).BindState("bill", []string{"aproved"}, "DISCHARGE")
+	if err := state.Err(); !errors.Is(err, gate.ErrBinding) || !strings.Contains(err.Error(), `"aproved"`) || !strings.Contains(err.Error(), `nearest is "approved"`) {
+		t.Errorf("a misspelt state: %v", err)
+	}
+	event := g.Tool(mcp.NewTool("pay2"), handler).BindState("bill", []string{"approved"}, "DISCHARG")
+	if err := event.Err(); err == nil || !strings.Contains(err.Error(), "DISCHARG ") || !strings.Contains(err.Error(), "nearest is DISCHARGE") {
+		t.Errorf("a misspelt event: %v", err)
+	}
+	wf := g.Tool(mcp.NewTool("pay3"), handler).BindState("bil", []string{"approved"}, "CANCEL")
+	if err := wf.Err(); err != nil {
+		t.Errorf("a binding to a workflow not served yet is no error: %v", err)
+	}
+	if logs.count("not served", "bil", "nearest=bill") != 1 {
+		t.Errorf("the binding to bil was not said once with the nearest name:\n%s", logs)
+	}
+	// The event tool stays: the workflow is not stuck.
+	srv := mcpserver.NewMCPServer("host", "1")
+	if err := g.Bind(srv); err != nil {
+		t.Fatal(err)
+	}
+	c := mcptest.InProcess(t, srv, mcptest.Options{})
+	c.Call("bill_approve", map[string]any{"bill_id": "b1"})
+	if _, ok := c.Tools()["bill_discharge"]; !ok {
+		t.Errorf("bill_discharge not listed in approved: %v", mcptest.Names(c.Tools()))
+	}
+	if _, sc, _ := c.Call("bill_discharge", map[string]any{"bill_id": "b1"}); sc["state"] != "discharged" {
+		t.Errorf("bill_discharge: %v", sc)
+	}
+}

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/stategate/stategate/gate"
-	"github.com/stategate/stategate/interp"
 	"github.com/stategate/stategate/internal/mcptest"
+	"github.com/stategate/stategate/interp"
 	"github.com/stategate/stategate/workflow"
 	"github.com/stategate/stategate/xstate"
 )

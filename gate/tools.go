@@ -99,8 +99,16 @@ func (g *Gate) serve(ms []*workflow.Workflow) (told bool, err error) {
 	// An event bound to a tool (or sent when it fails) has no tool of its
 	// own: the agent sends it by calling the bound tool, whose handler
 	// does the work.
+	byID := map[string]*workflow.Workflow{}
+	for _, m := range ms {
+		byID[m.ID] = m
+	}
+	g.checkBindings(byID)
 	boundEvents := map[string]map[string]bool{}
-	for _, b := range g.bindings {
+	for name, b := range g.bindings {
+		if g.bindErrs[name] != nil {
+			continue // not served: its event keeps its own tool
+		}
 		if boundEvents[b.workflow] == nil {
 			boundEvents[b.workflow] = map[string]bool{}
 		}
@@ -171,7 +179,7 @@ func (g *Gate) serve(ms []*workflow.Workflow) (told bool, err error) {
 	for _, name := range slices.Sorted(maps.Keys(g.bindings)) {
 		b := g.bindings[name]
 		m := ids[b.workflow]
-		if m == nil {
+		if m == nil || g.bindErrs[name] != nil {
 			continue // not served (now): the tool is not listed
 		}
 		if err := add(name, toolRef{m: m, kind: boundTool, binding: b}); err != nil {
