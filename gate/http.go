@@ -300,10 +300,17 @@ func (h *HTTPHandler) post(w http.ResponseWriter, r *http.Request) {
 		writeJSONRPC(w, http.StatusBadRequest, e)
 		return
 	}
+	modernReq := mcp.IsModernProtocol(env.protocolVersion()) || mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion))
 	switch {
-	case mcp.IsModernProtocol(env.protocolVersion()):
-		// Revision 2026-07-28: no session. A subscriptions/listen stream
-		// lasts, so those are bounded as sessions are.
+	case modernReq:
+		// Revision 2026-07-28: no session. What it asks of a request is
+		// said at once, all of it.
+		if e := checkModern(r.Header, env); e != nil {
+			writeJSONRPC(w, http.StatusBadRequest, e)
+			return
+		}
+		// A subscriptions/listen stream lasts, so those are bounded as
+		// sessions are.
 		if env.method == string(mcp.MethodSubscriptionsListen) {
 			if !h.listens.TryAcquire() {
 				http.Error(w, fmt.Sprintf("Service Unavailable: %d subscriptions/listen streams are open; try again later", h.opts.MaxSessions), http.StatusServiceUnavailable)
@@ -330,11 +337,12 @@ func (h *HTTPHandler) post(w http.ResponseWriter, r *http.Request) {
 	id := r.Header.Get(server.HeaderKeySessionID)
 	a := newAnswer(w, id)
 	var s *session
-	if id != "" {
+	if id != "" && !modernReq {
 		if s = h.g.sessionByID(id); s != nil && s.pending.Swap(false) {
 			a.pending = true // a list_changed waited for this request
 		}
 	}
+	a.fix = h.g.fixAnswer(r.Context(), env, s, modernReq)
 	h.inner.Handle(a, &server.HTTPRequest{Method: r.Method, URL: r.URL, Header: r.Header, Body: body,
 		Context: context.WithValue(r.Context(), answerKey{}, a)})
 	if a.finish() && s != nil {

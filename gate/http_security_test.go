@@ -4,15 +4,18 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/stategate/stategate/gate"
 	"github.com/stategate/stategate/store"
 	"github.com/stategate/stategate/workflow"
@@ -208,21 +211,59 @@ func TestTrickledBodyTimesOut(t *testing.T) {
 	}
 }
 
-// TestUnknownToolIsAnswered: a call to a tool nobody serves gets the
-// gate's answer, with the tools available now, not a bare protocol error.
+// TestUnknownToolIsAnswered: a call to a tool nobody serves is the
+// JSON-RPC error MCP says (-32602, "Unknown tool"), naming it, with the
+// tools available now as its data: to a session, what it sees; to a
+// client of 2026-07-28, every tool it is served; over stdio the same.
 func TestUnknownToolIsAnswered(t *testing.T) {
 	mcpURL, _ := setup(t)
 	c := connect(t, mcpURL)
-	text, sc, isErr := c.Call("invoice_aprove", nil)
-	if !isErr || sc["error"] != "UNKNOWN" || sc["tool"] != "invoice_aprove" {
-		t.Fatalf("unknown tool: %v %s", sc, text)
+	if err := c.CallErr("invoice_aprove", nil); !errors.Is(err, mcp.ErrInvalidParams) || !strings.Contains(err.Error(), "invoice_aprove") {
+		t.Fatalf("unknown tool through mcp-go's client: %v", err)
 	}
-	if !strings.Contains(text, "invoice_submit") {
-		t.Errorf("the answer does not name the tools available now: %s", text)
+	session, _ := rawSession(t, mcpURL, "2025-11-25")
+	var msg struct {
+		Error struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+			Data    struct {
+				Tool    string   `json:"tool"`
+				Allowed []string `json:"allowed"`
+			} `json:"data"`
+		} `json:"error"`
+	}
+	body := rawCall(t, mcpURL, session, "invoice_aprove", nil)
+	if err := json.Unmarshal([]byte(lastJSON(body)), &msg); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	e := msg.Error
+	if e.Code != -32602 || !strings.HasPrefix(e.Message, "Unknown tool: invoice_aprove") || e.Data.Tool != "invoice_aprove" ||
+		!slices.Contains(e.Data.Allowed, "invoice_submit") || slices.Contains(e.Data.Allowed, "invoice_approve") || slices.Contains(e.Data.Allowed, "invoice_start") {
+		t.Fatalf("unknown tool, to a session: %+v", e)
+	}
+	// A client of 2026-07-28: what it is served, start tools and all.
+	modern := rawPost(t, mcpURL, "", `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"invoice_aprove","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+		map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "invoice_aprove"})
+	mbody, _ := io.ReadAll(modern.Body)
+	if err := json.Unmarshal([]byte(lastJSON(string(mbody))), &msg); err != nil {
+		t.Fatalf("%v: %s", err, mbody)
+	}
+	if e := msg.Error; e.Code != -32602 || !slices.Contains(e.Data.Allowed, "invoice_start") || !slices.Contains(e.Data.Allowed, "invoice_approve") {
+		t.Fatalf("unknown tool, to a client of 2026-07-28: %+v", e)
 	}
 	if _, listed := c.Tools()["stategate.unknown-tool"]; listed {
-		t.Error("the hidden tool is listed")
+		t.Error("a hidden tool is listed")
 	}
+}
+
+// lastJSON is the last JSON message of an answer (a body, or the data of
+// an event stream's last event).
+func lastJSON(body string) string {
+	body = strings.TrimSpace(body)
+	if i := strings.LastIndex(body, "data: "); i >= 0 {
+		return strings.TrimSpace(body[i+len("data: "):])
+	}
+	return body
 }
 
 // TestListChangedIsCoalesced: a session that makes no request and has no
@@ -307,5 +348,45 @@ func TestArgumentsAreBounded(t *testing.T) {
 	}
 	if body := rawCall(t, mcpURL, s, "lamp_status", nil); !strings.Contains(body, `"state":"off"`) {
 		t.Errorf("the instance moved: %.300s", body)
+	}
+}
+
+// TestModernRequirementsSaidAtOnce: a request of revision 2026-07-28 that
+// lacks what the revision asks of it is told all of it in one JSON-RPC
+// error, not one requirement at a time (nor "Mcp-Session-Id header is
+// required").
+func TestModernRequirementsSaidAtOnce(t *testing.T) {
+	mcpURL, _ := setup(t)
+	res := rawPost(t, mcpURL, "", `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{}}`, map[string]string{"MCP-Protocol-Version": "2026-07-28"})
+	body, _ := io.ReadAll(res.Body)
+	var msg struct {
+		ID    int `json:"id"`
+		Error struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &msg); err != nil || res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("%s: %s (%v)", res.Status, body, err)
+	}
+	for _, want := range []string{"Mcp-Method header (tools/list)", "io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol/clientCapabilities"} {
+		if !strings.Contains(msg.Error.Message, want) {
+			t.Errorf("the error does not say %q is missing: %s", want, msg.Error.Message)
+		}
+	}
+	if msg.Error.Code != -32602 || msg.ID != 3 || strings.Contains(msg.Error.Message, "Mcp-Session-Id") {
+		t.Errorf("error: %+v", msg)
+	}
+}
+
+// TestBadCursorIsSaidPlainly: a tools/list cursor this server did not
+// give is refused with a message that says so, not base64's.
+func TestBadCursorIsSaidPlainly(t *testing.T) {
+	mcpURL, _ := setup(t)
+	session, _ := rawSession(t, mcpURL, "2025-11-25")
+	res := rawPost(t, mcpURL, session, `{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"cursor":"not-a-cursor!"}}`, nil)
+	body, _ := io.ReadAll(res.Body)
+	if !strings.Contains(string(body), "the cursor is not one this server gave") || strings.Contains(string(body), "base64 data") {
+		t.Errorf("a bad cursor: %s", body)
 	}
 }

@@ -2,8 +2,12 @@ package gate
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -130,4 +134,72 @@ func (e *envelope) protocolVersion() string {
 	}
 	_ = json.Unmarshal(e.Params, &p)
 	return p.Meta.ProtocolVersion()
+}
+
+// toolName is the name a tools/call's params give, "" when none.
+func (e *envelope) toolName() string {
+	var p struct {
+		Name string `json:"name"`
+	}
+	_ = json.Unmarshal(e.Params, &p)
+	return p.Name
+}
+
+// checkModern checks that a request of revision 2026-07-28 over HTTP
+// carries what that revision asks of every request, and names all that
+// is missing at once: the Mcp-Protocol-Version, Mcp-Method and (for a
+// method that names something) Mcp-Name headers, and in the params'
+// _meta the protocol version (the same) and the client's capabilities
+// (an object, {} for none). mcp-go checks them one at a time (and checks
+// that they match the body).
+func checkModern(h http.Header, env *envelope) *mcp.JSONRPCError {
+	if env.method == "" {
+		return nil // a response: mcp-go's to refuse
+	}
+	var p struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	_ = json.Unmarshal(env.Params, &p)
+	header := h.Get(mcp.HeaderProtocolVersion)
+	var version string
+	_ = json.Unmarshal(p.Meta[mcp.MetaKeyProtocolVersion], &version)
+	var missing []string
+	if header == "" {
+		missing = append(missing, "the "+mcp.HeaderProtocolVersion+" header")
+	}
+	if h.Get(mcp.HeaderMethod) == "" {
+		missing = append(missing, fmt.Sprintf("the %s header (%s)", mcp.HeaderMethod, env.method))
+	}
+	if mcp.MethodRequiresNameHeader(mcp.MCPMethod(env.method)) && h.Get(mcp.HeaderName) == "" {
+		missing = append(missing, fmt.Sprintf("the %s header (the params' name, or uri)", mcp.HeaderName))
+	}
+	if version == "" {
+		missing = append(missing, fmt.Sprintf("_meta[%q] in the params", mcp.MetaKeyProtocolVersion))
+	}
+	if caps := p.Meta[mcp.MetaKeyClientCapabilities]; len(caps) == 0 || first(caps) != '{' {
+		missing = append(missing, fmt.Sprintf("_meta[%q] in the params (an object: {} for none)", mcp.MetaKeyClientCapabilities))
+	}
+	v := cmp.Or(version, header)
+	switch {
+	case len(missing) > 0:
+		return rpcError(jsonID(env.ID), mcp.INVALID_PARAMS, fmt.Sprintf("Invalid params: a request of protocol revision %s needs the headers %s, %s and (for tools/call, resources/read, prompts/get) %s, and in its params' _meta %s (the same revision) and %s; missing: %s (a client of an earlier revision sends initialize first, and no _meta version)",
+			v, mcp.HeaderProtocolVersion, mcp.HeaderMethod, mcp.HeaderName, mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientCapabilities, strings.Join(missing, "; ")))
+	case header != version:
+		return rpcError(jsonID(env.ID), mcp.HEADER_MISMATCH, fmt.Sprintf("the %s header %s does not match the request's _meta %s %s: they must be the same revision", mcp.HeaderProtocolVersion, header, mcp.MetaKeyProtocolVersion, version))
+	}
+	return nil
+}
+
+// jsonID is a message's id as rpcError takes it.
+func jsonID(raw json.RawMessage) any {
+	var id any
+	if first(raw) == '"' {
+		var s string
+		_ = json.Unmarshal(raw, &s)
+		return s
+	}
+	if raw != nil {
+		id = json.Number(raw)
+	}
+	return id
 }

@@ -166,12 +166,20 @@ func sameShown(a, b []shown) bool {
 func (g *Gate) listTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	g.activity.Add(1)
 	if modern(ctx) {
-		return g.staticList(ctx, tools)
+		if s := g.sessionOf(ctx); s != nil {
+			s.modern.Store(true)
+		}
+		return g.staticList(tools)
 	}
 	s := g.sessionOf(ctx)
 	if s != nil {
 		s.notified.Store(false) // it sees the list now
 	}
+	return g.listFor(ctx, s, tools)
+}
+
+// listFor is the tool list of a session of a revision with sessions.
+func (g *Gate) listFor(ctx context.Context, s *session, tools []mcp.Tool) []mcp.Tool {
 	allowed := map[string]bool{} // tool name -> compact
 	for _, sh := range g.shownTo(ctx, s) {
 		for _, name := range sh.tools {
@@ -196,6 +204,31 @@ func (g *Gate) listTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 			}
 		}
 	}
+	return out
+}
+
+// listedNames are the names a tools/list would list now, sorted: to a
+// session of a revision with sessions, or to any client of 2026-07-28.
+func (g *Gate) listedNames(ctx context.Context, s *session, modern bool) []string {
+	srv := g.srv.Load()
+	if srv == nil {
+		return nil
+	}
+	var all []mcp.Tool
+	for _, st := range srv.ListTools() {
+		all = append(all, st.Tool)
+	}
+	var listed []mcp.Tool
+	if modern {
+		listed = g.staticList(all)
+	} else {
+		listed = g.listFor(ctx, s, all)
+	}
+	out := make([]string, len(listed))
+	for i, t := range listed {
+		out[i] = t.Name
+	}
+	slices.Sort(out)
 	return out
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -35,10 +36,12 @@ import (
 //     may then hold fewer tools than the limit, or none, and a cursor.)
 //     Would remove it: a list-only filter, or a filter told whether it is
 //     asked for a list or a call.
-//   - Calls to unknown tools. mcp-go has no handler for unknown tools: a
-//     BeforeCallTool hook routes a call to a tool nobody registered to a
-//     hidden one of the gate's (unknownTool), with the name asked for in
-//     its _meta. Would remove it: a handler for unknown tools.
+//   - Calls to unknown tools. mcp-go answers a call of a tool nobody
+//     registered with the JSON-RPC error MCP asks for (-32602, naming
+//     it), but says nothing of the tools allowed instead; on the gate's
+//     own transports the gate adds them, as the error's data
+//     (fixAnswer). Would remove it: a handler for unknown tools, or data
+//     of the host's own on that error.
 //   - Notifications to the sessions concerned. With the tools
 //     capability's listChanged, mcp-go tells every client whenever a
 //     tool is registered or removed, which is what clients of revision
@@ -71,21 +74,11 @@ func (g *Gate) plug(srv *server.MCPServer) {
 			result.Tools = g.listTools(ctx, result.Tools)
 		}
 	})
-	hooks.AddBeforeCallTool(func(ctx context.Context, _ any, req *mcp.CallToolRequest) {
-		if req != nil && g.srv.Load().GetTool(req.Params.Name) == nil {
-			if req.Params.Meta == nil {
-				req.Params.Meta = &mcp.Meta{}
-			}
-			req.Params.Meta.SetMetaField(metaRequestedTool, req.Params.Name)
-			req.Params.Name = unknownTool
-		}
-	})
 	server.WithToolCapabilities(true)(srv)
 	// Revision 2026-07-28's tool list is the same for every caller, and
 	// changes only with the machine files and the upstream servers.
 	server.WithMethodCacheHints(mcp.MethodToolsList, ListTTL.Milliseconds(), mcp.CacheScopePrivate)(srv)
 	srv.Use(g.gateBound)
-	srv.AddTool(mcp.NewTool(unknownTool, mcp.WithDescription("(never listed: answers calls to unknown tools)")), g.handleUnknown)
 }
 
 // gateBound is the gate's tool handler middleware: a call of a bound tool
@@ -110,29 +103,72 @@ func (g *Gate) gateBound(next server.ToolHandlerFunc) server.ToolHandlerFunc {
 	}
 }
 
-// unknownTool is the hidden tool that calls to unknown tools are routed
-// to, with the name asked for in their _meta (metaRequestedTool).
-const (
-	unknownTool       = "stategate.unknown-tool"
-	metaRequestedTool = "stategate/requestedTool"
-)
+// unknownTool was a hidden tool that calls to unknown tools were routed
+// to; a tool of that name is never listed.
+const unknownTool = "stategate.unknown-tool"
 
-// handleUnknown answers a call to a tool that is not served (see plug):
-// UNKNOWN, with the tools the caller may call now.
-func (g *Gate) handleUnknown(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	name := unknownTool
-	if req.Params.Meta != nil {
-		if n, ok := req.Params.Meta.AdditionalFields[metaRequestedTool].(string); ok {
-			name = n
+// fixAnswer returns what rewrites the gate's own transports make to
+// mcp-go's answer to a message, nil when none: a call of a tool nobody
+// serves gets MCP's error (-32602) with the tool named and the tools
+// allowed now as its data; a tools/list with a cursor this server did not
+// give gets a message that says so (mcp-go's is base64's).
+func (g *Gate) fixAnswer(ctx context.Context, env *envelope, s *session, modern bool) func(msg []byte) ([]byte, bool) {
+	switch env.method {
+	case string(mcp.MethodToolsCall):
+		tool := env.toolName()
+		return func(msg []byte) ([]byte, bool) {
+			return rewriteError(msg, func(e *mcp.JSONRPCErrorDetails) bool {
+				if e.Code != mcp.INVALID_PARAMS || !strings.Contains(e.Message, server.ErrToolNotFound.Error()) {
+					return false
+				}
+				allowed := g.listedNames(context.WithoutCancel(ctx), s, modern)
+				e.Message = fmt.Sprintf("Unknown tool: %s. Tools available now: %s", tool, joinTools(allowed))
+				e.Data = map[string]any{"tool": tool, "allowed": allowed}
+				return true
+			})
+		}
+	case string(mcp.MethodToolsList):
+		return func(msg []byte) ([]byte, bool) {
+			return rewriteError(msg, func(e *mcp.JSONRPCErrorDetails) bool {
+				if e.Code != mcp.INVALID_PARAMS || !strings.Contains(e.Message, "base64") {
+					return false
+				}
+				e.Message = "Invalid params: the cursor is not one this server gave (a cursor is opaque: pass on the nextCursor of a tools/list, or list from the start without one)"
+				e.Data = nil
+				return true
+			})
 		}
 	}
-	var now []string
-	for _, sh := range g.shownTo(ctx, g.sessionOf(ctx)) {
-		now = append(now, sh.tools...)
+	return nil
+}
+
+// rewriteError rewrites a JSON-RPC error message (a line, a body, or an
+// event of an event stream) when fix changes its error, and reports
+// whether it did; other messages are returned as they are.
+func rewriteError(msg []byte, fix func(*mcp.JSONRPCErrorDetails) bool) ([]byte, bool) {
+	if !bytes.Contains(msg, []byte(`"error"`)) {
+		return msg, false
 	}
-	slices.Sort(now)
-	return textResult(fmt.Sprintf("UNKNOWN: no tool named %q is served. Tools available now: %s.", name, joinTools(now)),
-		map[string]any{"error": "UNKNOWN", "tool": name, "allowed": now}, true), nil
+	prefix, body, suffix := []byte(nil), msg, []byte(nil)
+	const event = "event: message\ndata: "
+	if bytes.HasPrefix(msg, []byte(event)) {
+		prefix, body = msg[:len(event)], msg[len(event):]
+	}
+	trimmed := bytes.TrimRight(body, "\n")
+	suffix = body[len(trimmed):]
+	var m struct {
+		JSONRPC string                   `json:"jsonrpc"`
+		ID      json.RawMessage          `json:"id"`
+		Error   *mcp.JSONRPCErrorDetails `json:"error"`
+	}
+	if json.Unmarshal(trimmed, &m) != nil || m.Error == nil || !fix(m.Error) {
+		return msg, false
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return msg, false
+	}
+	return append(append(append([]byte(nil), prefix...), out...), suffix...), true
 }
 
 // negotiate keeps an initialize's protocol version within what the
@@ -218,6 +254,8 @@ type answer struct {
 	w       http.ResponseWriter
 	flusher http.Flusher
 	session string // the request's session id, "" when none
+	// fix rewrites mcp-go's answer (fixAnswer), when set.
+	fix func([]byte) ([]byte, bool)
 
 	mu       sync.Mutex
 	pending  bool   // list_changed to write ahead of the answer
@@ -276,6 +314,14 @@ func (a *answer) Write(p []byte) (int, error) {
 		a.body = append(a.body, p...)
 		return len(p), nil
 	}
+	if a.fix != nil {
+		if q, fixed := a.fix(p); fixed {
+			if _, err := a.w.Write(q); err != nil {
+				return 0, err
+			}
+			return len(p), nil
+		}
+	}
 	return a.w.Write(p)
 }
 
@@ -328,8 +374,12 @@ func (a *answer) finish() (undelivered bool) {
 	if a.pending {
 		_, _ = io.WriteString(a.w, listChangedEvent)
 	}
+	body := bytes.TrimRight(a.body, "\n")
+	if a.fix != nil {
+		body, _ = a.fix(body)
+	}
 	_, _ = io.WriteString(a.w, "event: message\ndata: ")
-	_, _ = a.w.Write(bytes.TrimRight(a.body, "\n"))
+	_, _ = a.w.Write(body)
 	_, _ = io.WriteString(a.w, "\n\n")
 	return false
 }

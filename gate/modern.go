@@ -271,10 +271,7 @@ func protocolOf(ctx context.Context) string { return server.RequestProtocolVersi
 
 // staticList is the tool list of revision 2026-07-28: the host's own
 // tools, and every tool of the gate's in its modern form.
-func (g *Gate) staticList(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
-	if s := g.sessionOf(ctx); s != nil {
-		s.modern.Store(true)
-	}
+func (g *Gate) staticList(tools []mcp.Tool) []mcp.Tool {
 	sv := g.served.Load()
 	out := make([]mcp.Tool, 0, len(tools))
 	for _, t := range tools {

@@ -37,10 +37,10 @@ func (g *Gate) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) erro
 	s := server.NewStdioServer(g.Server())
 	s.SetErrorLogger(slog.NewLogLogger(g.log.Handler(), slog.LevelError))
 	pr, pw := io.Pipe()
-	f := &stdioFlow{g: g, inflight: map[string]string{}, held: map[string][][]byte{}, keyOf: map[string]string{}, pending: map[string]bool{},
-		wake: make(chan struct{}, 1)}
+	f := &stdioFlow{g: g, ctx: ctx, inflight: map[string]string{}, held: map[string][][]byte{}, keyOf: map[string]string{}, pending: map[string]bool{},
+		fixes: map[string]func([]byte) ([]byte, bool){}, wake: make(chan struct{}, 1)}
 	f.idle = sync.NewCond(&f.mu)
-	w := &lineWriter{w: out, answered: f.answered}
+	w := &lineWriter{w: out, fix: f.fix, answered: f.answered}
 	written := make(chan error, 1)
 	go func() { written <- f.write(pw) }()
 	go func() {
@@ -65,7 +65,8 @@ func (g *Gate) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) erro
 // an instance while an earlier one on it is unanswered, and knows the
 // requests not answered yet.
 type stdioFlow struct {
-	g *Gate
+	g   *Gate
+	ctx context.Context
 
 	mu sync.Mutex
 	// out are the lines to hand to mcp-go, in order, written by write
@@ -85,6 +86,32 @@ type stdioFlow struct {
 	keyOf    map[string]string
 	idle     *sync.Cond // told when a request is answered
 	stopped  bool
+	// fixes rewrite the answers to requests (fixAnswer), by id.
+	fixes map[string]func([]byte) ([]byte, bool)
+}
+
+// stdioSessionID is the id of mcp-go's one stdio session.
+const stdioSessionID = "stdio"
+
+// fix rewrites an answer as its request's fix says (fixAnswer).
+func (f *stdioFlow) fix(msg []byte) []byte {
+	if !bytes.Contains(msg, []byte(`"error"`)) {
+		return msg
+	}
+	var m struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(msg, &m) != nil || m.ID == nil {
+		return msg
+	}
+	f.mu.Lock()
+	fix := f.fixes[idKey(m.ID)]
+	f.mu.Unlock()
+	if fix == nil {
+		return msg
+	}
+	out, _ := fix(msg)
+	return out
 }
 
 // read checks the messages of in, a line each, answers the malformed ones
@@ -142,6 +169,9 @@ func (f *stdioFlow) hand(env *envelope, line []byte) error {
 	}
 	if isRequest {
 		f.pending[id] = true
+		if fix := f.g.fixAnswer(f.ctx, env, f.g.sessionByID(stdioSessionID), mcp.IsModernProtocol(env.protocolVersion())); fix != nil {
+			f.fixes[id] = fix
+		}
 	}
 	f.send(line)
 	return nil
@@ -222,6 +252,7 @@ func (f *stdioFlow) answered(msg []byte) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.pending, id)
+	delete(f.fixes, id)
 	if key, ok := f.keyOf[id]; ok {
 		delete(f.keyOf, id)
 		delete(f.inflight, key)
@@ -339,13 +370,22 @@ func trimSpace(b []byte) []byte {
 type lineWriter struct {
 	mu       sync.Mutex
 	w        io.Writer
+	fix      func([]byte) []byte
 	answered func([]byte)
 }
 
 func (l *lineWriter) Write(p []byte) (int, error) {
+	q := p
+	if l.fix != nil {
+		q = l.fix(p)
+	}
 	l.mu.Lock()
-	n, err := l.w.Write(p)
+	_, err := l.w.Write(q)
 	l.mu.Unlock()
+	n := len(p)
+	if err != nil {
+		n = 0
+	}
 	if l.answered != nil && err == nil {
 		l.answered(p)
 	}

@@ -150,3 +150,31 @@ func TestStdioKeepsArrivalOrderPerInstance(t *testing.T) {
 		t.Errorf("no answer to status:\n%s", out.String())
 	}
 }
+
+// TestStdioUnknownTool: over stdio too, a call to a tool nobody serves is
+// MCP's -32602, with the tools available now as its data.
+func TestStdioUnknownTool(t *testing.T) {
+	in := newSignalledReader(stdioInit, stdioInitialized, call(2, "inv_sbmit"))
+	g := stdioInvoice(t, nil)
+	var out bytes.Buffer
+	if err := g.ServeStdio(context.Background(), in, &out); err != nil {
+		t.Fatal(err)
+	}
+	var msg struct {
+		ID    float64 `json:"id"`
+		Error struct {
+			Code int `json:"code"`
+			Data struct {
+				Tool    string   `json:"tool"`
+				Allowed []string `json:"allowed"`
+			} `json:"data"`
+		} `json:"error"`
+	}
+	lines := bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n"))
+	if err := json.Unmarshal(lines[len(lines)-1], &msg); err != nil {
+		t.Fatal(err)
+	}
+	if msg.ID != 2 || msg.Error.Code != -32602 || msg.Error.Data.Tool != "inv_sbmit" || strings.Join(msg.Error.Data.Allowed, ",") != "inv_status,inv_submit" {
+		t.Errorf("unknown tool over stdio: %s", lines[len(lines)-1])
+	}
+}

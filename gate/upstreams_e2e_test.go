@@ -599,8 +599,8 @@ func realListing(t *testing.T, c *mcptest.Client) {
 	// Named by no state: unknown, and not forwarded (crash would end the
 	// server, which the later subtests use).
 	for _, name := range []string{"pid", "crash"} {
-		if _, sc, isErr := c.Call(name, map[string]any{"job_id": "u"}); !isErr || sc["error"] != "UNKNOWN" {
-			t.Errorf("%s: %v", name, sc)
+		if err := c.CallErr(name, map[string]any{"job_id": "u"}); !errors.Is(err, mcp.ErrInvalidParams) {
+			t.Errorf("%s: %v", name, err)
 		}
 	}
 }
@@ -943,7 +943,7 @@ func TestRealUpstreamsFileWatched(t *testing.T) {
 	writeUpstreams(t, file, map[string]map[string]any{"up": up2})
 	c.AwaitChanged()
 	c.AwaitTools("ping gone", func(ts map[string]mcp.Tool) bool { _, ok := ts["ping"]; return !ok })
-	if _, sc, isErr := c.Call("ping", nil); !isErr || sc["error"] != "UNKNOWN" {
-		t.Errorf("ping after pub was removed: %v", sc)
+	if err := c.CallErr("ping", nil); !errors.Is(err, mcp.ErrInvalidParams) {
+		t.Errorf("ping after pub was removed: %v", err)
 	}
 }

@@ -194,8 +194,8 @@ func TestUpstreamToolsListedByState(t *testing.T) {
 		t.Errorf("write_file as listed: %+v", w)
 	}
 	// A tool nobody names is refused as unknown, and not forwarded.
-	if _, sc, isErr := c.Call("delete_file", map[string]any{"path": "x"}); !isErr || sc["error"] != "UNKNOWN" {
-		t.Errorf("delete_file: %v", sc)
+	if err := c.CallErr("delete_file", map[string]any{"path": "x"}); !errors.Is(err, mcp.ErrInvalidParams) {
+		t.Errorf("delete_file: %v", err)
 	}
 	// A state tool outside its states, and a bound tool outside its
 	// event's: refused, with the tools allowed now, and not forwarded.

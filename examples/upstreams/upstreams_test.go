@@ -4,6 +4,7 @@ package upstreams_test
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,8 +91,8 @@ func TestFilesystemServerGated(t *testing.T) {
 	if _, err := os.Stat(notes); !os.IsNotExist(err) {
 		t.Fatalf("the refused write reached the disk: %v", err)
 	}
-	if text, isErr := call("move_file", map[string]any{"source": notes, "destination": notes + ".bak"}); !isErr || !strings.Contains(text, "UNKNOWN") {
-		t.Errorf("move_file (named by no machine): %v %s", isErr, text)
+	if err := c.CallErr("move_file", map[string]any{"source": notes, "destination": notes + ".bak"}); !errors.Is(err, mcp.ErrInvalidParams) || !strings.Contains(err.Error(), "move_file") {
+		t.Errorf("move_file (named by no machine): %v", err)
 	}
 	call("release_submit", nil)
 	call("release_approve", nil)

@@ -368,3 +368,17 @@ func (c *Client) Settle() {
 		}
 	}
 }
+
+// CallErr calls a tool whose call must fail with a JSON-RPC error (not a
+// tool result), and returns that error.
+func (c *Client) CallErr(name string, args map[string]any) error {
+	c.t.Helper()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = name
+	req.Params.Arguments = args
+	res, err := c.CallTool(context.Background(), req)
+	if err == nil {
+		c.t.Fatalf("call %s: a result, not an error: %v", name, Text(res))
+	}
+	return err
+}
