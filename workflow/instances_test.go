@@ -291,3 +291,40 @@ func TestLibraryServesEachReload(t *testing.T) {
 		t.Fatalf("Workflows: %v", ws)
 	}
 }
+
+// TestLibraryKnowsProjectFolders: the JSON files every XState project's
+// folder has (package.json, tsconfig.json) are no machines: not served,
+// and not errors; check says "not a machine".
+func TestLibraryKnowsProjectFolders(t *testing.T) {
+	dir := t.TempDir()
+	for name, src := range map[string]string{
+		"package.json":  `{"name":"machines","version":"1.0.0","dependencies":{"xstate":"^5.33.3"}}`,
+		"tsconfig.json": `{"compilerOptions":{"strict":true,"module":"esnext"}}`,
+		"lamp.json":     `{"id":"lamp","initial":"off","states":{"off":{"on":{"ON":"on"}},"on":{}}}`,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var served workflow.Reload
+	lib := workflow.NewLibrary(workflow.LibraryOptions{Dir: dir, Logger: quiet(), Serve: func(r workflow.Reload) error { served = r; return nil }})
+	if err := lib.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(served.Workflows) != 1 || served.Workflows[0].ID != "lamp" || len(served.Failed) != 0 {
+		t.Fatalf("served %v, failed %v", served.Workflows, served.Failed)
+	}
+	rep, err := workflow.Check(&xstate.Loader{}, []string{dir, filepath.Join(dir, "package.json")}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Join(rep.Lines(), "\n")
+	for _, f := range []string{"package.json", "tsconfig.json"} {
+		if !strings.Contains(lines, f+": skipped (not a machine") {
+			t.Errorf("check of %s:\n%s", f, lines)
+		}
+	}
+	if rep.Failed() || !strings.Contains(lines, "lamp.json: ok") {
+		t.Errorf("check:\n%s", lines)
+	}
+}

@@ -46,8 +46,10 @@ type Library struct {
 	// added later are logged as such.
 	loaded bool
 	// helpers are the modules that export no machine (modules the
-	// machines import), by file, with their versions.
-	helpers map[string]string
+	// machines import), by file, with their versions; notMachines the
+	// JSON files that hold none (package.json), with theirs.
+	helpers     map[string]string
+	notMachines map[string]string
 	// served is what was served last, by file.
 	served map[string]*Workflow
 
@@ -97,7 +99,7 @@ func NewLibrary(o LibraryOptions) *Library {
 		o.Logger = slog.Default()
 	}
 	return &Library{dir: o.Dir, loader: o.Loader, handleKey: o.HandleKey, log: o.Logger, serve: o.Serve,
-		good: map[string]*Workflow{}, errors: map[string]error{}, helpers: map[string]string{},
+		good: map[string]*Workflow{}, errors: map[string]error{}, helpers: map[string]string{}, notMachines: map[string]string{},
 		warned: map[string]string{}, irregular: map[string]bool{}}
 }
 
@@ -145,6 +147,14 @@ func (lib *Library) Reload(ctx context.Context) error {
 	present := map[string]bool{}
 	for _, f := range files {
 		present[f] = true
+		if why := xstate.NotAMachine(f); why != "" {
+			if lib.notMachines[f] != fileVersion(f) {
+				lib.log.Debug("skipped: "+why, "file", f)
+				lib.notMachines[f] = fileVersion(f)
+			}
+			continue
+		}
+		delete(lib.notMachines, f)
 		if m := lib.good[f]; m != nil && m.Version == sourcesVersion(m.Sources) {
 			results[f] = loaded{m: m}
 			continue
@@ -211,6 +221,11 @@ func (lib *Library) Reload(ctx context.Context) error {
 	for f := range lib.helpers {
 		if !present[f] {
 			delete(lib.helpers, f)
+		}
+	}
+	for f := range lib.notMachines {
+		if !present[f] {
+			delete(lib.notMachines, f)
 		}
 	}
 	for f := range lib.warned {

@@ -2,6 +2,7 @@ package xstate
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -37,6 +38,30 @@ func IsMachineFile(name string) bool {
 		}
 	}
 	return true
+}
+
+// NotAMachine says why a machine file's name holds no machine, "" when it
+// may: a JSON file is a machine only if it is an object with "states" (an
+// XState config, as visual editors export them), so that the
+// package.json, tsconfig.json and the like of a project's folder are not
+// taken for machines. (A module that exports no machine is told when it
+// loads: ErrNoMachine.)
+func NotAMachine(file string) string {
+	if !strings.EqualFold(filepath.Ext(file), ".json") {
+		return ""
+	}
+	data, err := ReadFile(file)
+	if err != nil {
+		return "" // the load says what is wrong
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(data, &top) != nil {
+		return "" // not an object, or not JSON: the load says so, with the line
+	}
+	if _, ok := top["states"]; ok {
+		return ""
+	}
+	return `not a machine: a JSON file with no "states" (a machine is an XState config: {"id": ..., "initial": ..., "states": {...}})`
 }
 
 // CheckResult is what Check found in one file.
@@ -153,6 +178,10 @@ func (l *Loader) Check(paths []string) (*Report, error) {
 			continue
 		}
 		seen[f] = true
+		if why := NotAMachine(f); why != "" {
+			rep.Files = append(rep.Files, CheckResult{File: f, Skipped: why, Found: !named[f]})
+			continue
+		}
 		res := checkFile(l, f, cmp.Or(l.Root, roots[f]))
 		if res.Failed && !named[f] && res.noMachine {
 			// A helper module beside the machines, as a server skips it.
