@@ -63,14 +63,34 @@ type Options struct {
 	Reset bool
 	// Logger receives the inspector's logs; slog.Default() when nil.
 	Logger *slog.Logger
-	// MaxStreams bounds the pages following live updates at once
-	// (DefaultMaxStreams when zero); one more gets 503, and its page
-	// retries.
+	// MaxStreams bounds the pages following live updates at once (their
+	// event streams; DefaultMaxStreams when zero). When all are taken, a
+	// new page takes the place of the oldest page of the peer (remote
+	// address) that holds the most: no page is refused a stream.
 	MaxStreams int
+	// MaxStreamsPerPeer bounds the streams of one peer: a remote address,
+	// an IPv6 one by its /64 (DefaultMaxStreamsPerPeer when zero). A
+	// peer's next stream takes the place of its oldest, whose page comes
+	// back 10 s later.
+	MaxStreamsPerPeer int
+	// MaxStreamAge ends a stream that old (DefaultMaxStreamAge when
+	// zero): its page comes back a second later and refetches what it
+	// shows, so that a slot held by a client that never reads is free
+	// again within that time.
+	MaxStreamAge time.Duration
+	// StreamWriteTimeout ends a stream whose next write (an event, a
+	// keep-alive) takes longer (DefaultStreamWriteTimeout when zero): a
+	// client that stopped reading is dropped once its socket is full.
+	StreamWriteTimeout time.Duration
 }
 
-// DefaultMaxStreams is the default of Options.MaxStreams.
-const DefaultMaxStreams = 64
+// Defaults of Options.
+const (
+	DefaultMaxStreams         = 64
+	DefaultMaxStreamsPerPeer  = 8
+	DefaultMaxStreamAge       = 10 * time.Minute
+	DefaultStreamWriteTimeout = 10 * time.Second
+)
 
 // Limits of what a page shows.
 const (
@@ -106,12 +126,21 @@ func New(o Options) *Handler {
 	if o.MaxStreams <= 0 {
 		o.MaxStreams = DefaultMaxStreams
 	}
+	if o.MaxStreamsPerPeer <= 0 {
+		o.MaxStreamsPerPeer = DefaultMaxStreamsPerPeer
+	}
+	if o.MaxStreamAge <= 0 {
+		o.MaxStreamAge = DefaultMaxStreamAge
+	}
+	if o.StreamWriteTimeout <= 0 {
+		o.StreamWriteTimeout = DefaultStreamWriteTimeout
+	}
 	h := &Handler{opts: o, log: o.Logger, svgs: map[string][]byte{}}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
 	h.tmpl = template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html"))
-	h.hub = newHub(o.MaxStreams)
+	h.hub = newHub(o.MaxStreams, o.MaxStreamsPerPeer)
 	h.unsub = append(h.unsub, o.Instances.Subscribe(func(_ context.Context, c workflow.Change) {
 		h.hub.publish(message{Kind: "instance", Workflow: c.Workflow, Handle: c.Handle})
 	}))
