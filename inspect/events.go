@@ -225,7 +225,7 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	}
 	// The connection closes with the stream: the write deadline left on
 	// it must not reach the next request, and bounds the last write.
-	defer rc.SetWriteDeadline(time.Now().Add(h.opts.StreamWriteTimeout))
+	defer func() { _ = rc.SetWriteDeadline(time.Now().Add(h.opts.StreamWriteTimeout)) }()
 	w.Header().Set("Connection", "close")
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
