@@ -103,7 +103,7 @@ func TestAStreamThatIsNotReadIsDropped(t *testing.T) {
 	gone := make(chan struct{})
 	go func() {
 		defer close(gone)
-		_ = h.hub.await(context.Background(), func() bool { return len(h.hub.streams) == 0 })
+		_ = h.hub.await(t.Context(), func() bool { return len(h.hub.streams) == 0 })
 	}()
 	// Changes of many instances, until the socket's buffers are full and
 	// a write stalls.
