@@ -2,6 +2,8 @@ package gate
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -85,6 +87,9 @@ type HTTPHandler struct {
 	ids     *sessionIDs
 	listens *semaphore
 	closing atomic.Bool
+	// cookieKey signs the inspector's token cookies: made at start, so a
+	// cookie is good for this process only.
+	cookieKey []byte
 }
 
 // semaphore bounds things open at once.
@@ -120,7 +125,8 @@ func (g *Gate) HTTPHandler(o HTTPOptions) *HTTPHandler {
 	if o.BodyTimeout <= 0 {
 		o.BodyTimeout = DefaultBodyTimeout
 	}
-	h := &HTTPHandler{g: g, opts: o, log: g.log, hosts: map[string]bool{}}
+	h := &HTTPHandler{g: g, opts: o, log: g.log, hosts: map[string]bool{}, cookieKey: make([]byte, 32)}
+	rand.Read(h.cookieKey)
 	for _, host := range o.Hosts {
 		h.hosts[normalHost(host)] = true
 	}
@@ -207,9 +213,9 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // admit answers a request that fails the checks every request to the
 // server passes, and reports whether it passed: its Host names the server,
-// its Origin (if any) too, and it carries the bearer token (when one is
-// set). A browser's request (browser) may carry the token as the
-// inspector's cookie instead (see Guard).
+// its Origin (if any) is the server's own, and it carries the bearer token
+// (when one is set). A browser's request (browser) may carry the token as
+// the inspector's cookie instead (see Guard).
 func (h *HTTPHandler) admit(w http.ResponseWriter, r *http.Request, browser bool) bool {
 	if !h.admitHost(w, r) {
 		return false
@@ -218,7 +224,7 @@ func (h *HTTPHandler) admit(w http.ResponseWriter, r *http.Request, browser bool
 		w.Header().Set("WWW-Authenticate", `Bearer realm="stategate"`)
 		msg := "Unauthorized: a bearer token is required"
 		if browser {
-			msg += " (in a browser, open the page once with ?token=TOKEN: a cookie then carries it)"
+			msg += " (in a browser, open the page once with ?token=TOKEN: a cookie then carries it, until the server restarts)"
 		}
 		http.Error(w, msg, http.StatusUnauthorized)
 		return false
@@ -226,44 +232,72 @@ func (h *HTTPHandler) admit(w http.ResponseWriter, r *http.Request, browser bool
 	return true
 }
 
-// admitHost answers a request whose Host or Origin does not name the
-// server (403), and reports whether they do.
+// admitHost answers a request whose Host does not name the server, or
+// whose Origin is not the server's own (403), and reports whether they
+// pass. A browser sends an Origin with a page's POSTs and its scripts'
+// cross-origin requests (not with a GET of an image, a script or a link:
+// Guard's Fetch Metadata check covers those): a page of another origin,
+// even one on another port of the same host (same-site to a browser, and
+// sent the host's cookies), may not call the server. stategate answers no CORS
+// preflight: a browser-based MCP client must be served from the server's
+// own origin (a client that is not a browser sends no Origin).
 func (h *HTTPHandler) admitHost(w http.ResponseWriter, r *http.Request) bool {
 	if !h.allowedHost(r.Host) {
 		http.Error(w, fmt.Sprintf("Forbidden: Host %q is not an address of this server (add it with --allow-host)", r.Host), http.StatusForbidden)
 		return false
 	}
-	if o := r.Header.Get("Origin"); o != "" && !h.allowedOrigin(o) {
-		http.Error(w, "Forbidden: foreign Origin", http.StatusForbidden)
+	if o := r.Header.Get("Origin"); o != "" && !sameOrigin(r, o) {
+		http.Error(w, fmt.Sprintf("Forbidden: foreign Origin (only pages of this server's own origin, %s, may send it requests)", ownOrigin(r)), http.StatusForbidden)
 		return false
 	}
 	return true
 }
 
-// TokenCookie is the cookie that carries the bearer token's proof for a
-// browser (see Guard).
-const TokenCookie = "stategate-token"
+// TokenCookiePrefix begins the name of the cookie that carries a browser's
+// proof of the bearer token (see Guard); the server's port ends it
+// (stategate-token-3001). A browser sends a host's cookies to every port
+// of it: each server has its own.
+const TokenCookiePrefix = "stategate-token-"
 
 // Guard serves other pages beside /mcp (the inspector) behind the checks
-// of /mcp: the Host and Origin must name the server, and with a token
-// (HTTPOptions.Token) the request must carry it. A browser cannot send an
-// Authorization header, so Guard also takes the token once as a query
-// parameter (?token=TOKEN): it answers with a cookie (TokenCookie, HttpOnly,
-// SameSite=Strict, for the server's whole path, holding a hash of the
-// token rather than the token) and a redirect to the same address without
-// the parameter; later requests carry the cookie. A wrong token is 401.
+// of /mcp: the Host must name the server and the Origin, if any, be its
+// own, and with a token (HTTPOptions.Token) the request must carry it.
+//
+// A browser cannot send an Authorization header, so Guard also takes the
+// token once as a query parameter (?token=TOKEN): it answers with a
+// cookie and a redirect to the same address without the parameter; later
+// requests carry the cookie. The cookie (TokenCookiePrefix and the port,
+// HttpOnly, SameSite=Strict, Secure over https, for the server's whole
+// path) holds an HMAC, under a key this HTTPHandler made, of the server's
+// origin as the request named it and the token: it is not the token, and
+// is worth nothing to another server or process (even with the same
+// token), under another Host or port, or after a restart (open the page
+// with ?token= again). A wrong token is 401.
+//
+// Fetch Metadata keeps other pages out that send no Origin: a request a
+// browser says another origin made (Sec-Fetch-Site other than
+// same-origin) is 403 unless it is a top-level navigation (a link
+// followed, an address typed): a page of another port or site may link to
+// the inspector, but not load its pages, scripts or event stream, nor
+// post to it.
 func (h *HTTPHandler) Guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !h.admitHost(w, r) {
+			return
+		}
+		if fromElsewhere(r) {
+			http.Error(w, "Forbidden: another site's page may link to the inspector, not load it, post to it or follow its updates", http.StatusForbidden)
+			return
+		}
 		q := r.URL.Query()
 		if tok := q.Get("token"); h.opts.Token != "" && q.Has("token") {
-			if !h.admitHost(w, r) {
-				return
-			}
 			if subtle.ConstantTimeCompare([]byte(tok), []byte(h.opts.Token)) != 1 {
 				http.Error(w, "Unauthorized: wrong token", http.StatusUnauthorized)
 				return
 			}
-			http.SetCookie(w, &http.Cookie{Name: TokenCookie, Value: h.cookieValue(), Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			o := ownOrigin(r)
+			http.SetCookie(w, &http.Cookie{Name: TokenCookiePrefix + o.port, Value: h.cookieValue(o), Path: "/",
+				HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: o.scheme == "https"})
 			q.Del("token")
 			u := *r.URL
 			u.RawQuery = q.Encode()
@@ -277,17 +311,38 @@ func (h *HTTPHandler) Guard(next http.Handler) http.Handler {
 	})
 }
 
-// cookieValue is what the token cookie holds: a hash of the token, so
-// that the cookie, wherever a browser keeps it, is not the token that
-// drives the workflows over /mcp.
-func (h *HTTPHandler) cookieValue() string {
-	sum := sha256.Sum256([]byte("stategate inspector cookie\x00" + h.opts.Token))
-	return hex.EncodeToString(sum[:])
+// fromElsewhere reports a browser's request that a page of another origin
+// made (Fetch Metadata), but for a top-level navigation.
+func fromElsewhere(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "", "same-origin":
+		return false
+	}
+	navigation := (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.Header.Get("Sec-Fetch-Mode") == "navigate"
+	dest := r.Header.Get("Sec-Fetch-Dest")
+	return !navigation || (dest != "" && dest != "document")
 }
 
+// cookieValue is what the token cookie holds for the server's origin o:
+// an HMAC of the origin and the token under the handler's own key.
+func (h *HTTPHandler) cookieValue(o origin) string {
+	m := hmac.New(sha256.New, h.cookieKey)
+	m.Write([]byte("stategate inspector cookie\x00" + o.String() + "\x00" + h.opts.Token))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// cookieAuthorized reports whether a request carries the token cookie of
+// the server's origin it names (any of the cookies of its name: another
+// server of the host may have set one too).
 func (h *HTTPHandler) cookieAuthorized(r *http.Request) bool {
-	c, err := r.Cookie(TokenCookie)
-	return err == nil && subtle.ConstantTimeCompare([]byte(c.Value), []byte(h.cookieValue())) == 1
+	o := ownOrigin(r)
+	want := []byte(h.cookieValue(o))
+	for _, c := range r.CookiesNamed(TokenCookiePrefix + o.port) {
+		if subtle.ConstantTimeCompare([]byte(c.Value), want) == 1 {
+			return true
+		}
+	}
+	return false
 }
 
 func (h *HTTPHandler) post(w http.ResponseWriter, r *http.Request) {
@@ -424,14 +479,47 @@ func (h *HTTPHandler) allowedHost(host string) bool {
 	return isLoopbackName(n) || h.hosts[n]
 }
 
-// allowedOrigin accepts a browser page served by this server (its origin
-// names an allowed host) or by a loopback host.
-func (h *HTTPHandler) allowedOrigin(origin string) bool {
-	u, err := url.Parse(origin)
-	if err != nil || u.Host == "" {
+// origin is a web origin: a scheme, a host (as normalHost has it) and a
+// port (the scheme's default when none is named).
+type origin struct{ scheme, host, port string }
+
+func (o origin) String() string { return o.scheme + "://" + net.JoinHostPort(o.host, o.port) }
+
+var defaultPorts = map[string]string{"http": "80", "https": "443"}
+
+func originOf(scheme, hostport string) origin {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host, port = hostport, ""
+	}
+	if port == "" {
+		port = defaultPorts[scheme]
+	}
+	return origin{scheme, normalHost(host), port}
+}
+
+// ownOrigin is the server's origin as a request reached it: https over
+// TLS or when the proxy in front says so (X-Forwarded-Proto: https; a
+// page of another origin cannot send that header, which is not one a
+// browser lets it set without a preflight), else http; and the Host's
+// host and port.
+func ownOrigin(r *http.Request) origin {
+	scheme := "http"
+	proto, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
+	if r.TLS != nil || strings.EqualFold(strings.TrimSpace(proto), "https") {
+		scheme = "https"
+	}
+	return originOf(scheme, r.Host)
+}
+
+// sameOrigin reports whether an Origin header names the server's own
+// origin, as the request reached it.
+func sameOrigin(r *http.Request, o string) bool {
+	u, err := url.Parse(o)
+	if err != nil || u.Host == "" || defaultPorts[u.Scheme] == "" || u.User != nil || (u.Path != "" && u.Path != "/") {
 		return false
 	}
-	return h.allowedHost(u.Host)
+	return originOf(u.Scheme, u.Host) == ownOrigin(r)
 }
 
 func (h *HTTPHandler) authorized(r *http.Request) bool {

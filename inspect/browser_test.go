@@ -4,6 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"html"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,12 +50,18 @@ func artifacts(t *testing.T) string {
 	return t.TempDir()
 }
 
-// TestInspectorInABrowser opens the inspector of a running server in a
-// headless Chromium, walks the invoice through MCP calls, and reads from
-// the page's DOM that the current state, the diagram's highlighted state
-// and the audit trail follow within a second, that a broken machine file
-// shows its error, and that an operator's reset works.
-func TestInspectorInABrowser(t *testing.T) {
+// browser is a headless Chromium driven by a test.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+	out string // where screenshots go
+}
+
+// openBrowser starts a headless Chromium that accepts every dialog (the
+// reset asks for a confirmation), or skips the test when there is none or
+// with -short.
+func openBrowser(t *testing.T) *browser {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("-short: the browser test starts Chromium")
 	}
@@ -60,21 +69,17 @@ func TestInspectorInABrowser(t *testing.T) {
 	if exe == "" {
 		t.Skip("no Chromium or Chrome found (install Debian's chromium, or set CHROME to a binary)")
 	}
-	out := artifacts(t)
-	s := start(t, gate.HTTPOptions{}, true, nil)
-
 	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(exe), chromedp.Headless, chromedp.DisableGPU, chromedp.NoFirstRun,
 		chromedp.NoDefaultBrowserCheck, chromedp.WindowSize(1360, 900), chromedp.UserDataDir(t.TempDir())}
 	if os.Geteuid() == 0 {
 		opts = append(opts, chromedp.NoSandbox) // Chromium refuses to run as root with its sandbox
 	}
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelA()
+	t.Cleanup(cancelA)
 	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
+	t.Cleanup(cancel)
 	ctx, cancelT := context.WithTimeout(ctx, 40*time.Second)
-	defer cancelT()
-	// The reset asks for a confirmation: accept it.
+	t.Cleanup(cancelT)
 	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
 	go func() {
 		for _, err := range dialogs {
@@ -84,49 +89,64 @@ func TestInspectorInABrowser(t *testing.T) {
 			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
 		}
 	}()
+	return &browser{t: t, ctx: ctx, out: artifacts(t)}
+}
 
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
+func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, steps...); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func (b *browser) eval(js string) string {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		b.t.Fatalf("evaluating %s: %v", js, err)
+	}
+	return v
+}
+
+// await polls the page until js gives want, within deadline.
+func (b *browser) await(what, js, want string, deadline time.Duration) {
+	b.t.Helper()
+	end := time.Now().Add(deadline)
+	var got string
+	for {
+		// The page may be between two documents (a form's redirect):
+		// an error is a value to poll past.
+		v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`(() => { try { return String(`+js+`) } catch (e) { return "error: " + e } })()`))
+		if got = v; err != nil {
+			got = "error: " + err.Error()
 		}
-	}
-	eval := func(js string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
-		if err != nil {
-			t.Fatalf("evaluating %s: %v", js, err)
+		if got == want {
+			return
 		}
-		return v
-	}
-	// await polls the page until js gives want, within deadline.
-	await := func(what, js, want string, deadline time.Duration) {
-		t.Helper()
-		end := time.Now().Add(deadline)
-		var got string
-		for {
-			// The page may be between two documents (a form's redirect):
-			// an error is a value to poll past.
-			v, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { try { return String(`+js+`) } catch (e) { return "error: " + e } })()`))
-			if got = v; err != nil {
-				got = "error: " + err.Error()
-			}
-			if got == want {
-				return
-			}
-			if time.Now().After(end) {
-				shot(t, ctx, out, "failed-"+strings.ReplaceAll(what, " ", "-"))
-				t.Fatalf("%s: the page shows %q after %v, want %q", what, got, deadline, want)
-			}
-			time.Sleep(20 * time.Millisecond)
+		if time.Now().After(end) {
+			shot(b.t, b.ctx, b.out, "failed-"+strings.ReplaceAll(what, " ", "-"))
+			b.t.Fatalf("%s: the page shows %q after %v, want %q", what, got, deadline, want)
 		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	// awaitLive waits for the page's event stream to be open, so that no
-	// change made after it is missed.
-	awaitLive := func() {
-		t.Helper()
-		await("the page is live", `document.getElementById("live").textContent`, "live", 5*time.Second)
-	}
+}
+
+// awaitLive waits for the page's event stream to be open, so that no
+// change made after it is missed.
+func (b *browser) awaitLive() {
+	b.t.Helper()
+	b.await("the page is live", `document.getElementById("live").textContent`, "live", 5*time.Second)
+}
+
+// TestInspectorInABrowser opens the inspector of a running server in a
+// headless Chromium, walks the invoice through MCP calls, and reads from
+// the page's DOM that the current state, the diagram's highlighted state
+// and the audit trail follow within a second, that a broken machine file
+// shows its error, and that an operator's reset works.
+func TestInspectorInABrowser(t *testing.T) {
+	b := openBrowser(t)
+	ctx, out, do, eval, await, awaitLive := b.ctx, b.out, b.do, b.eval, b.await, b.awaitLive
+	s := start(t, gate.HTTPOptions{}, true, nil)
 
 	// The empty inspector says why it is empty.
 	do("open the inspector", chromedp.Navigate(s.URL+"/"))
@@ -223,6 +243,41 @@ func TestInspectorInABrowser(t *testing.T) {
 	}
 	shot(t, ctx, out, "5-broken-file")
 	t.Logf("screenshots in %s", out)
+}
+
+// TestForgedResetInABrowser: an operator opened the inspector with its
+// token (the cookie) and an instance's page; a page served on another
+// port of the same host (same-site: the cookie goes with its requests)
+// posts the reset form, even with the form's token, and is refused; the
+// page's own button still resets.
+func TestForgedResetInABrowser(t *testing.T) {
+	b := openBrowser(t)
+	s := finished(t, gate.HTTPOptions{Token: "s3cret"})
+	b.do("open the instance with the token", chromedp.Navigate(s.URL+"/inspect/oneshot/j-1?token=s3cret"))
+	b.awaitLive()
+	b.await("the reset button", `document.querySelector("form.reset button") ? "yes" : "no"`, "yes", time.Second)
+	token := b.eval(`document.querySelector("form.reset input[name=csrf]").value`)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, `<!doctype html><form method="post" action="%s/inspect/_/reset"><input name="workflow" value="oneshot"><input name="handle" value="j-1"><input name="csrf" value="%s"></form><script>document.forms[0].submit()</script>`,
+			html.EscapeString(s.URL), html.EscapeString(token))
+	}))
+	defer other.Close()
+	if port(t, other.URL) == port(t, s.URL) || !strings.HasPrefix(other.URL, "http://127.0.0.1:") {
+		t.Fatalf("the other page is at %s", other.URL)
+	}
+	b.do("open the other port's page", chromedp.Navigate(other.URL))
+	b.await("the forged reset is refused", `location.href + " " + document.body.innerText.slice(0, 9)`, s.URL+"/inspect/_/reset Forbidden", 10*time.Second)
+	if !done(t, s) {
+		t.Fatal("the forged reset reset the instance")
+	}
+	b.do("back to the instance", chromedp.Navigate(s.URL+"/inspect/oneshot/j-1"))
+	b.awaitLive()
+	b.do("reset", chromedp.Click("form.reset button"))
+	b.await("the state after the reset", `document.getElementById("current-state").textContent`, "waiting", 10*time.Second)
+	if done(t, s) {
+		t.Fatal("the page's own reset did not reset the instance")
+	}
 }
 
 // shot saves a full-page screenshot as NAME.png in dir.

@@ -8,19 +8,27 @@
 //
 // The pages are read-only unless Options.Reset is set: then an
 // instance that is done or failed has a button that resets it, as
-// `stategate state reset` does, through the gate.
+// `stategate state reset` does, through the gate. Its form carries a
+// token (an HMAC of the instance under a key the Handler made), and a
+// reset without it is refused: another site's page cannot forge one.
 //
 // Everything the pages need (templates, script, style sheet) is embedded;
-// the script is small and needs no framework. The handler does no access
-// control of its own: serve it behind the checks of /mcp
-// (gate.HTTPHandler.Guard).
+// the script is small and needs no framework. The handler checks no Host,
+// Origin or token: serve it behind the checks of /mcp
+// (gate.HTTPHandler.Guard), which refuse another origin's requests, even
+// one on another port of the same host. Its live streams are shared out
+// (Options.MaxStreams and those after it) so that a client cannot hold
+// them all.
 package inspect
 
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"embed"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -63,14 +71,34 @@ type Options struct {
 	Reset bool
 	// Logger receives the inspector's logs; slog.Default() when nil.
 	Logger *slog.Logger
-	// MaxStreams bounds the pages following live updates at once
-	// (DefaultMaxStreams when zero); one more gets 503, and its page
-	// retries.
+	// MaxStreams bounds the pages following live updates at once (their
+	// event streams; DefaultMaxStreams when zero). When all are taken, a
+	// new page takes the place of the oldest page of the peer (remote
+	// address) that holds the most: no page is refused a stream.
 	MaxStreams int
+	// MaxStreamsPerPeer bounds the streams of one peer: a remote address,
+	// an IPv6 one by its /64 (DefaultMaxStreamsPerPeer when zero). A
+	// peer's next stream takes the place of its oldest, whose page comes
+	// back 10 s later.
+	MaxStreamsPerPeer int
+	// MaxStreamAge ends a stream that old (DefaultMaxStreamAge when
+	// zero): its page comes back a second later and refetches what it
+	// shows, so that a slot held by a client that never reads is free
+	// again within that time.
+	MaxStreamAge time.Duration
+	// StreamWriteTimeout ends a stream whose next write (an event, a
+	// keep-alive) takes longer (DefaultStreamWriteTimeout when zero): a
+	// client that stopped reading is dropped once its socket is full.
+	StreamWriteTimeout time.Duration
 }
 
-// DefaultMaxStreams is the default of Options.MaxStreams.
-const DefaultMaxStreams = 64
+// Defaults of Options.
+const (
+	DefaultMaxStreams         = 64
+	DefaultMaxStreamsPerPeer  = 8
+	DefaultMaxStreamAge       = 10 * time.Minute
+	DefaultStreamWriteTimeout = 10 * time.Second
+)
 
 // Limits of what a page shows.
 const (
@@ -98,6 +126,8 @@ type Handler struct {
 	svgMu  sync.Mutex
 	svgs   map[string][]byte
 	static http.Handler
+	// resetKey signs the reset forms' tokens (made at start).
+	resetKey []byte
 }
 
 // New makes the inspector of a gate. It subscribes to the gate's changes
@@ -106,12 +136,22 @@ func New(o Options) *Handler {
 	if o.MaxStreams <= 0 {
 		o.MaxStreams = DefaultMaxStreams
 	}
-	h := &Handler{opts: o, log: o.Logger, svgs: map[string][]byte{}}
+	if o.MaxStreamsPerPeer <= 0 {
+		o.MaxStreamsPerPeer = DefaultMaxStreamsPerPeer
+	}
+	if o.MaxStreamAge <= 0 {
+		o.MaxStreamAge = DefaultMaxStreamAge
+	}
+	if o.StreamWriteTimeout <= 0 {
+		o.StreamWriteTimeout = DefaultStreamWriteTimeout
+	}
+	h := &Handler{opts: o, log: o.Logger, svgs: map[string][]byte{}, resetKey: make([]byte, 32)}
+	rand.Read(h.resetKey)
 	if h.log == nil {
 		h.log = slog.Default()
 	}
 	h.tmpl = template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html"))
-	h.hub = newHub(o.MaxStreams)
+	h.hub = newHub(o.MaxStreams, o.MaxStreamsPerPeer)
 	h.unsub = append(h.unsub, o.Instances.Subscribe(func(_ context.Context, c workflow.Change) {
 		h.hub.publish(message{Kind: "instance", Workflow: c.Workflow, Handle: c.Handle})
 	}))
@@ -419,6 +459,7 @@ type instanceData struct {
 	AuditError  string
 	InDoubt     []auditRow
 	ResetButton bool
+	ResetToken  string // the reset form's (resetToken)
 	Version     uint64
 	NotStored   bool
 }
@@ -458,6 +499,9 @@ func (h *Handler) instance(w http.ResponseWriter, r *http.Request) {
 			}
 			d.SVG, d.SVGError = h.diagram(ctx, wf, st.Value, st.Context, wf.ID+" "+handle)
 			d.ResetButton = h.opts.Reset && !notStored && (st.Status == "done" || st.Status == "error")
+			if d.ResetButton {
+				d.ResetToken = h.resetToken(id, handle)
+			}
 		} else {
 			d.SVGError = err.Error()
 		}
@@ -661,7 +705,9 @@ func description(m *interp.Machine) string {
 
 // reset resets an instance that is done or failed (Options.Reset), from
 // the form of its page: the request must come from a page of the
-// inspector (its Origin names the server: the guard in front checks it).
+// inspector (an Origin, which the guard in front compares with the
+// server's own, or Fetch Metadata that says so) and carry the form's
+// token.
 func (h *Handler) reset(w http.ResponseWriter, r *http.Request) {
 	if !h.opts.Reset {
 		http.Error(w, "Forbidden: the inspector is read-only (serve --inspect-reset enables resets)", http.StatusForbidden)
@@ -677,6 +723,10 @@ func (h *Handler) reset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, handle := r.PostForm.Get("workflow"), r.PostForm.Get("handle")
+	if !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(h.resetToken(id, handle))) {
+		http.Error(w, "Forbidden: the reset form's token is missing or wrong (reload the instance's page: the server may have restarted)", http.StatusForbidden)
+		return
+	}
 	err := h.opts.Instances.Reset(r.Context(), id, handle, "reset by an operator (the inspector's reset button)")
 	if err != nil {
 		status := http.StatusConflict
@@ -688,6 +738,15 @@ func (h *Handler) reset(w http.ResponseWriter, r *http.Request) {
 	}
 	h.log.Info("instance reset by an operator from the inspector", "machine", id, "handle", handle)
 	http.Redirect(w, r, Link(Prefix, id, handle), http.StatusSeeOther)
+}
+
+// resetToken is the token of the form that resets an instance: an HMAC of
+// the instance under the Handler's key, which only a page of the
+// inspector shows. It holds for this process, and that instance only.
+func (h *Handler) resetToken(workflow, handle string) string {
+	m := hmac.New(sha256.New, h.resetKey)
+	m.Write([]byte("stategate inspector reset\x00" + workflow + "\x00" + handle))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
 // publicError renders a machine file's error as the status tool shows it

@@ -192,7 +192,7 @@ func TestTokenInTheQueryOnce(t *testing.T) {
 	}
 	var cookie *http.Cookie
 	for _, c := range res.Cookies() {
-		if c.Name == gate.TokenCookie {
+		if strings.HasPrefix(c.Name, gate.TokenCookiePrefix) {
 			cookie = c
 		}
 	}

@@ -45,6 +45,12 @@
     var url = location.pathname + "?fragment=1";
     fetch(url, { credentials: "same-origin", cache: "no-store" }).then(function (r) {
       if (r.status === 404) { location.reload(); return; }
+      if (r.status === 401) {
+        // The token cookie is no longer good (the server restarted).
+        live.className = "live off";
+        live.textContent = "signed out: open this page again with ?token=TOKEN";
+        return;
+      }
       if (!r.ok) throw new Error(r.status);
       return r.text().then(function (html) {
         var before = {};
@@ -73,16 +79,27 @@
     return true;
   }
 
+  // The event stream: EventSource comes back by itself when the server
+  // ends a stream (after the delay the server told it), but gives up on
+  // an answer that is not a stream (503, 401): then it is opened again
+  // 10 s later.
+  var opened = false;
   function connect() {
     if (!window.EventSource) { live.textContent = "not live (reload the page to update)"; return; }
     var es = new EventSource("/inspect/_/events");
-    var opened = false;
     es.onopen = function () {
       live.className = "live on"; live.textContent = "live";
       if (opened) refresh(); // changes made while the stream was down
       opened = true;
     };
-    es.onerror = function () { live.className = "live off"; live.textContent = "reconnecting…"; };
+    es.onerror = function () {
+      live.className = "live off"; live.textContent = "reconnecting…";
+      if (es.readyState === EventSource.CLOSED) {
+        es.close();
+        setTimeout(connect, 10000);
+        refresh(); // says so if the page is signed out
+      }
+    };
     es.onmessage = function (e) {
       var m;
       try { m = JSON.parse(e.data); } catch (_) { return; }
