@@ -96,5 +96,40 @@ func appendAudit(b []byte, e AuditEntry) ([]byte, error) {
 		b = strconv.AppendUint(b, e.Settles, 10)
 	}
 	str("protocol", e.Protocol, true)
+	if e.Principal != nil {
+		b = append(b, `,"principal":`...)
+		b = appendPrincipal(b, *e.Principal)
+	}
+	if c := e.Confirmed; c != nil {
+		b = append(b, `,"confirmed":{"by":`...)
+		b = appendPrincipal(b, c.By)
+		b = append(b, `,"via":`...)
+		b = jsonenc.AppendString(b, c.Via)
+		if c.Comment != "" {
+			b = append(b, `,"comment":`...)
+			b = jsonenc.AppendString(b, c.Comment)
+		}
+		b = append(b, '}')
+	}
 	return append(b, '}'), err
+}
+
+func appendPrincipal(b []byte, p Principal) []byte {
+	b = append(b, `{"sub":`...)
+	b = jsonenc.AppendString(b, p.Sub)
+	if len(p.Roles) > 0 {
+		b = append(b, `,"roles":[`...)
+		for i, r := range p.Roles {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jsonenc.AppendString(b, r)
+		}
+		b = append(b, ']')
+	}
+	if p.Auth != "" {
+		b = append(b, `,"auth":`...)
+		b = jsonenc.AppendString(b, p.Auth)
+	}
+	return append(b, '}')
 }

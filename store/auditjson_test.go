@@ -20,6 +20,9 @@ func TestAuditJSONMatchesMarshal(t *testing.T) {
 		{Time: now, Intent: &Intent{}},
 		{Time: now, Intent: &Intent{Run: "only"}},
 		{Time: now, Event: map[string]any{}, From: []any{}, To: 1e21},
+		{Time: now, Principal: &Principal{Sub: "alice<>", Roles: []string{"approver", "ops"}, Auth: "jwt"},
+			Confirmed: &Confirmation{By: Principal{Sub: "bob"}, Via: "elicitation", Comment: "ok & go"}},
+		{Time: now, Principal: &Principal{}, Confirmed: &Confirmation{}},
 	} {
 		want, err := json.Marshal(e)
 		if err != nil {

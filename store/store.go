@@ -157,6 +157,39 @@ type AuditEntry struct {
 	// Protocol is the MCP protocol revision of the call that made the
 	// entry, when a call did.
 	Protocol string `json:"protocol,omitempty"`
+	// Principal is who made the entry: the caller of a tool (as its
+	// transport authenticated it), or "system" for a timer or an
+	// upstream's event.
+	Principal *Principal `json:"principal,omitempty"`
+	// Confirmed, when set, says who confirmed the step before it was
+	// taken, and how.
+	Confirmed *Confirmation `json:"confirmed,omitempty"`
+}
+
+// A Principal is who acts: a subject, its roles, and how it was
+// authenticated.
+type Principal struct {
+	// Sub is the subject: a token's sub, "token" for the shared bearer
+	// token, the local user over stdio, "system" for the server itself.
+	Sub string `json:"sub"`
+	// Roles are its roles (a token's roles claim and the words of its
+	// scope; --roles over stdio).
+	Roles []string `json:"roles,omitempty"`
+	// Auth says how it was authenticated: "jwt", "token", "stdio",
+	// "system", "none".
+	Auth string `json:"auth,omitempty"`
+}
+
+// A Confirmation is a human's yes to a step before it was taken.
+type Confirmation struct {
+	// By is who confirmed: the principal whose client's human answered,
+	// or the operator.
+	By Principal `json:"by"`
+	// Via is how: "elicitation" (the calling client asked its human) or
+	// "operator" (an operator approved it in the inspector).
+	Via string `json:"via"`
+	// Comment is what the human wrote, if anything.
+	Comment string `json:"comment,omitempty"`
 }
 
 // An Intent is what a bound tool's call was about to do.
