@@ -27,6 +27,6 @@ func PrincipalFrom(ctx context.Context) (Principal, bool) {
 	return p, ok
 }
 
-// System is the principal of what the server does itself: a timer that
-// fires, an event an upstream server sends.
-var System = Principal{Sub: "system", Auth: "system"}
+// SystemPrincipal is the principal of what the server does itself: a
+// timer that fires, an event an upstream server sends.
+func SystemPrincipal() Principal { return Principal{Sub: "system", Auth: "system"} }
