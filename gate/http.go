@@ -37,7 +37,8 @@ type HTTPOptions struct {
 	// "Authorization: Bearer TOKEN" (401 otherwise).
 	Token string
 	// MaxSessions bounds the live sessions (DefaultMaxSessions when zero),
-	// and the 2026-07-28 subscriptions/listen streams open at once. At the
+	// and the 2026-07-28 subscriptions/listen streams open at once (shared
+	// by peers as sessions are, see listens). At the
 	// bound, a new session takes the place of a stale one (no request for
 	// SessionRecent, no GET stream), of its own peer's when that peer (an
 	// IPv4 address, an IPv6 /64) holds a quarter of MaxSessions or more;
@@ -98,25 +99,9 @@ type HTTPHandler struct {
 	hosts   map[string]bool
 	log     *slog.Logger
 	ids     *sessionIDs
-	listens *semaphore
+	listens *listens
 	closing atomic.Bool
 }
-
-// semaphore bounds things open at once.
-type semaphore struct{ slots chan struct{} }
-
-func newSemaphore(n int) *semaphore { return &semaphore{slots: make(chan struct{}, n)} }
-
-func (s *semaphore) TryAcquire() bool {
-	select {
-	case s.slots <- struct{}{}:
-		return true
-	default:
-		return false
-	}
-}
-
-func (s *semaphore) Release() { <-s.slots }
 
 // HTTPHandler serves the gate over Streamable HTTP (see HTTPHandler and
 // HTTPOptions): the revisions with sessions, 2025-03-26 to 2025-11-25,
@@ -143,7 +128,7 @@ func (g *Gate) HTTPHandler(o HTTPOptions) *HTTPHandler {
 		h.hosts[normalHost(host)] = true
 	}
 	h.ids = newSessionIDs(o.MaxSessions, o.SessionRecent, time.Now, h.end)
-	h.listens = newSemaphore(o.MaxSessions)
+	h.listens = newListens(o.MaxSessions)
 	h.inner = server.NewStreamableHTTPServer(g.Server(),
 		server.WithSessionIdManagerResolver(h.ids),
 		server.WithSessionIdleTTL(o.SessionIdle),
@@ -326,13 +311,18 @@ func (h *HTTPHandler) post(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case mcp.IsModernProtocol(env.protocolVersion()):
 		// Revision 2026-07-28: no session. A subscriptions/listen stream
-		// lasts, so those are bounded as sessions are.
+		// lasts, so those are bounded as sessions are (see listens).
 		if env.method == string(mcp.MethodSubscriptionsListen) {
-			if !h.listens.TryAcquire() {
-				http.Error(w, fmt.Sprintf("Service Unavailable: %d subscriptions/listen streams are open; try again later", h.opts.MaxSessions), http.StatusServiceUnavailable)
+			var stop context.CancelFunc
+			ctx, stop = context.WithCancel(ctx)
+			defer stop()
+			x, ok := h.listens.acquire(peerOf(r.RemoteAddr), stop)
+			if !ok {
+				w.Header().Set("Retry-After", strconv.Itoa(int(maxRetryAfter/time.Second)))
+				http.Error(w, fmt.Sprintf("Service Unavailable: the %d subscriptions/listen streams are open, and none may end for one of this client's; try again later", h.opts.MaxSessions), http.StatusServiceUnavailable)
 				return
 			}
-			defer h.listens.Release()
+			defer h.listens.release(x)
 		}
 	case env.method == string(mcp.MethodServerDiscover):
 		// A client probing for revision 2026-07-28 with an earlier one

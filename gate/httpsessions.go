@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -355,4 +356,78 @@ func (s *sessionIDs) forget(peer string, p *peerUse, now time.Time) {
 			}
 		}
 	}
+}
+
+// listens bounds the 2026-07-28 subscriptions/listen streams open at once
+// as sessions are bounded: at most max, and at the bound a peer holding
+// fewer than its share ends the oldest stream of the peer holding the
+// most beyond its share (its client listens again, and is refused while
+// it holds its share or more).
+type listens struct {
+	max, share int
+
+	mu   sync.Mutex
+	n    int
+	open map[string][]*listen // by peer, oldest first
+}
+
+// listen is an open listen stream.
+type listen struct {
+	peer string
+	stop context.CancelFunc // ends it
+}
+
+func newListens(n int) *listens {
+	return &listens{max: n, share: max(1, n/4), open: map[string][]*listen{}}
+}
+
+// acquire records a listen stream of peer, which stop ends; false when
+// none may be opened.
+func (l *listens) acquire(peer string, stop context.CancelFunc) (*listen, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n >= l.max {
+		if len(l.open[peer]) >= l.share {
+			return nil, false
+		}
+		hog := ""
+		for p, xs := range l.open {
+			if len(xs) > l.share && (hog == "" || len(xs) > len(l.open[hog])) {
+				hog = p
+			}
+		}
+		if hog == "" {
+			return nil, false
+		}
+		oldest := l.open[hog][0]
+		l.drop(oldest)
+		oldest.stop()
+	}
+	x := &listen{peer: peer, stop: stop}
+	l.open[peer] = append(l.open[peer], x)
+	l.n++
+	return x, true
+}
+
+// release records that a listen stream ended (once; one ended to make
+// room was released then).
+func (l *listens) release(x *listen) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.drop(x)
+}
+
+func (l *listens) drop(x *listen) {
+	xs := l.open[x.peer]
+	i := slices.Index(xs, x)
+	if i < 0 {
+		return
+	}
+	xs = slices.Delete(xs, i, i+1)
+	if len(xs) == 0 {
+		delete(l.open, x.peer)
+	} else {
+		l.open[x.peer] = xs
+	}
+	l.n--
 }

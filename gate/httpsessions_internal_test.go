@@ -188,7 +188,7 @@ type streamWriter struct {
 	code      int
 	fail      bool
 	deadlines []time.Time
-	writes    int
+	body      []byte
 }
 
 func newStreamWriter() *streamWriter {
@@ -206,7 +206,7 @@ func (w *streamWriter) WriteHeader(code int) {
 func (w *streamWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.writes++
+	w.body = append(w.body, p...)
 	return len(p), nil
 }
 
@@ -366,4 +366,85 @@ func TestReservationsCount(t *testing.T) {
 	if got := len(h.ids.peers); got != 1 {
 		t.Errorf("peers known: %d, want 1 (the one with a session)", got)
 	}
+}
+
+// TestListenShares: 2026-07-28 listen streams are bounded as sessions
+// are; at the bound, a peer holding less than its share ends the oldest
+// stream of the peer holding the most beyond its share, and a peer
+// holding its share or more is refused.
+func TestListenShares(t *testing.T) {
+	l := newListens(4) // shares of 1
+	stopped := map[int]bool{}
+	var as []*listen
+	for i := range 4 {
+		x, ok := l.acquire("a", func() { stopped[i] = true })
+		if !ok {
+			t.Fatalf("listen %d below the bound refused", i)
+		}
+		as = append(as, x)
+	}
+	if _, ok := l.acquire("a", func() {}); ok {
+		t.Fatal("a listen of a peer beyond its share, at the bound: accepted")
+	}
+	b, ok := l.acquire("b", func() { t.Error("peer b's stream stopped") })
+	if !ok || !stopped[0] || len(stopped) != 1 {
+		t.Fatalf("peer b's listen: %v, stopped %v, want accepted and a's oldest stopped", ok, stopped)
+	}
+	l.release(as[0]) // its handler returns: already given back
+	if _, ok := l.acquire("b", func() {}); ok {
+		t.Fatal("peer b beyond its share, at the bound: accepted")
+	}
+	l.release(b)
+	if _, ok := l.acquire("c", func() {}); !ok {
+		t.Fatal("below the bound: refused")
+	}
+}
+
+// openTestListen opens a 2026-07-28 subscriptions/listen stream from
+// remote; done is closed when its handler returns. It returns nil when
+// the stream is refused, with its status.
+func openTestListen(t *testing.T, h *HTTPHandler, remote string) (chan struct{}, int, string) {
+	t.Helper()
+	w, done := newStreamWriter(), make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req := sessionRequest(http.MethodPost, remote, "", `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`).WithContext(ctx)
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	go func() {
+		defer close(done)
+		h.ServeHTTP(w, req)
+	}()
+	select {
+	case <-w.opened:
+		return done, http.StatusOK, ""
+	case <-done:
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return nil, w.code, string(w.body)
+	case <-time.After(time.Minute):
+		t.Fatal("the listen stream did not open within a minute")
+	}
+	return nil, 0, ""
+}
+
+// TestListenStreamsGiveWay: at the bound, a peer under its share ends the
+// oldest listen stream of the peer beyond its share; that peer is refused.
+func TestListenStreamsGiveWay(t *testing.T) {
+	h, _ := sessionHandler(t, HTTPOptions{MaxSessions: 4})
+	var dones []chan struct{}
+	for range 4 {
+		done, code, body := openTestListen(t, h, peerA)
+		if done == nil {
+			t.Fatalf("listen below the bound: %d %s", code, body)
+		}
+		dones = append(dones, done)
+	}
+	if done, code, body := openTestListen(t, h, peerA); done != nil || code != http.StatusServiceUnavailable {
+		t.Fatalf("peer A's fifth listen: %d %s, want 503", code, body)
+	}
+	if done, code, body := openTestListen(t, h, peerB); done == nil {
+		t.Fatalf("peer B's listen: %d %s, want 200", code, body)
+	}
+	waitDone(t, dones[0], "peer A's oldest listen stream")
 }
