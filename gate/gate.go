@@ -16,7 +16,9 @@
 // changes; call.go answers a call, once down and once back; bound.go and
 // upstreams.go gate tools with handlers of their own; modern.go is
 // revision 2026-07-28; sessions.go, http.go and stdio.go the sessions and
-// transports; mcpgo.go every workaround of what mcp-go v1.2.1 lacks.
+// transports, httpsessions.go the HTTP sessions' bound and which one a new
+// one may take the place of; mcpgo.go every workaround of what mcp-go
+// v1.2.1 lacks.
 //
 // It knows nothing of how instances are kept (package store's
 // interface), of machine files on disk (package workflow's Library hands

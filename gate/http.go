@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -37,11 +38,21 @@ type HTTPOptions struct {
 	// Token, when set, must come with every request as
 	// "Authorization: Bearer TOKEN" (401 otherwise).
 	Token string
-	// MaxSessions bounds the live sessions (DefaultMaxSessions when zero).
-	// At the bound, a new session ends the one idle longest (no request
-	// under way, no GET stream); when every session is busy, it is refused
-	// with 503.
+	// MaxSessions bounds the live sessions (DefaultMaxSessions when zero),
+	// and the 2026-07-28 subscriptions/listen streams open at once (shared
+	// by peers as sessions are, see listens). At the
+	// bound, a new session takes the place of a stale one (no request for
+	// SessionRecent, no GET stream), of its own peer's when that peer (an
+	// IPv4 address, an IPv6 /64) holds a quarter of MaxSessions or more;
+	// a peer holding less may take the place of a session of the peer
+	// holding the most beyond its quarter. A session used recently is
+	// never ended for a new one of its own peer, and a peer ends at most
+	// 16 sessions at once and 15 a minute. A new session that cannot be
+	// had is refused with 503 and a Retry-After. (See httpsessions.go.)
 	MaxSessions int
+	// SessionRecent is how long a session is in use after its last
+	// request (DefaultSessionRecent when zero): see MaxSessions.
+	SessionRecent time.Duration
 	// SessionIdle ends a session that has had neither a request nor a GET
 	// stream for that long (DefaultSessionIdle when zero); its next
 	// request gets 404, and the client starts a new session.
@@ -64,8 +75,13 @@ const (
 
 // keepAlive is how often mcp-go pings a GET stream (at most; a third of
 // SessionIdle when that is shorter): it keeps proxies from closing an idle
-// stream, and keeps its session from ending as idle.
-const keepAlive = 25 * time.Second
+// stream, and keeps its session from ending as idle. streamWriteTimeout
+// bounds each write to a GET stream: a client that does not read its
+// stream loses it once the connection's buffers are full.
+const (
+	keepAlive          = 25 * time.Second
+	streamWriteTimeout = 30 * time.Second
+)
 
 // httpVersions are the protocol revisions served over Streamable HTTP,
 // newest first: 2026-07-28, without sessions (each request names its
@@ -85,28 +101,12 @@ type HTTPHandler struct {
 	hosts   map[string]bool
 	log     *slog.Logger
 	ids     *sessionIDs
-	listens *semaphore
+	listens *listens
 	closing atomic.Bool
 	// cookieKey signs the inspector's token cookies: made at start, so a
 	// cookie is good for this process only.
 	cookieKey []byte
 }
-
-// semaphore bounds things open at once.
-type semaphore struct{ slots chan struct{} }
-
-func newSemaphore(n int) *semaphore { return &semaphore{slots: make(chan struct{}, n)} }
-
-func (s *semaphore) TryAcquire() bool {
-	select {
-	case s.slots <- struct{}{}:
-		return true
-	default:
-		return false
-	}
-}
-
-func (s *semaphore) Release() { <-s.slots }
 
 // HTTPHandler serves the gate over Streamable HTTP (see HTTPHandler and
 // HTTPOptions): the revisions with sessions, 2025-03-26 to 2025-11-25,
@@ -119,6 +119,9 @@ func (g *Gate) HTTPHandler(o HTTPOptions) *HTTPHandler {
 	if o.SessionIdle <= 0 {
 		o.SessionIdle = DefaultSessionIdle
 	}
+	if o.SessionRecent <= 0 {
+		o.SessionRecent = DefaultSessionRecent
+	}
 	if o.MaxBody <= 0 {
 		o.MaxBody = DefaultMaxBody
 	}
@@ -130,10 +133,10 @@ func (g *Gate) HTTPHandler(o HTTPOptions) *HTTPHandler {
 	for _, host := range o.Hosts {
 		h.hosts[normalHost(host)] = true
 	}
-	h.ids = &sessionIDs{max: o.MaxSessions, live: map[string]*sessionUse{}, evict: h.end}
-	h.listens = newSemaphore(o.MaxSessions)
+	h.ids = newSessionIDs(o.MaxSessions, o.SessionRecent, time.Now, h.end)
+	h.listens = newListens(o.MaxSessions)
 	h.inner = server.NewStreamableHTTPServer(g.Server(),
-		server.WithSessionIdManager(h.ids),
+		server.WithSessionIdManagerResolver(h.ids),
 		server.WithSessionIdleTTL(o.SessionIdle),
 		server.WithHeartbeatInterval(min(keepAlive, o.SessionIdle/3)),
 		server.WithStreamableHTTPProtocolVersions(httpVersions...),
@@ -205,7 +208,11 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodGet:
 		h.get(w, r)
 	case http.MethodDelete:
-		if h.session(w, r) != nil {
+		if id := h.sessionID(w, r); id != "" {
+			if !h.ids.known(id) {
+				notFound(w)
+				return
+			}
 			h.inner.ServeHTTP(w, r)
 		}
 	}
@@ -355,6 +362,7 @@ func (h *HTTPHandler) post(w http.ResponseWriter, r *http.Request) {
 		writeJSONRPC(w, http.StatusBadRequest, e)
 		return
 	}
+	ctx := r.Context()
 	modernReq := mcp.IsModernProtocol(env.protocolVersion()) || mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion))
 	switch {
 	case modernReq:
@@ -365,29 +373,43 @@ func (h *HTTPHandler) post(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// A subscriptions/listen stream lasts, so those are bounded as
-		// sessions are.
+		// sessions are (see listens).
 		if env.method == string(mcp.MethodSubscriptionsListen) {
-			if !h.listens.TryAcquire() {
-				http.Error(w, fmt.Sprintf("Service Unavailable: %d subscriptions/listen streams are open; try again later", h.opts.MaxSessions), http.StatusServiceUnavailable)
+			var stop context.CancelFunc
+			ctx, stop = context.WithCancel(ctx)
+			defer stop()
+			x, ok := h.listens.acquire(peerOf(r.RemoteAddr), stop)
+			if !ok {
+				w.Header().Set("Retry-After", strconv.Itoa(int(maxRetryAfter/time.Second)))
+				http.Error(w, fmt.Sprintf("Service Unavailable: the %d subscriptions/listen streams are open, and none may end for one of this client's; try again later", h.opts.MaxSessions), http.StatusServiceUnavailable)
 				return
 			}
-			defer h.listens.Release()
+			defer h.listens.release(x)
 		}
 	case env.method == string(mcp.MethodServerDiscover):
 		// A client probing for revision 2026-07-28 with an earlier one
 		// (it falls back to initialize on an error): no session either.
 	case env.method == string(mcp.MethodInitialize):
-		if !h.ids.admit() {
-			http.Error(w, fmt.Sprintf("Service Unavailable: %d sessions are busy; try again later", h.opts.MaxSessions), http.StatusServiceUnavailable)
+		res, wait := h.ids.reserve(peerOf(r.RemoteAddr))
+		if res == nil {
+			secs := int((wait + time.Second - 1) / time.Second)
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+			http.Error(w, fmt.Sprintf("Service Unavailable: the %d sessions are in use, and none may end for a new one of this client's now; try again in %d s", h.opts.MaxSessions, secs), http.StatusServiceUnavailable)
 			return
 		}
+		defer res.release()
+		ctx = context.WithValue(ctx, reservationKey{}, res)
 	default:
-		u := h.session(w, r)
-		if u == nil {
+		id := h.sessionID(w, r)
+		if id == "" {
 			return
 		}
-		u.inflight.Add(1)
-		defer u.inflight.Add(-1)
+		u := h.ids.begin(id)
+		if u == nil {
+			notFound(w)
+			return
+		}
+		defer h.ids.finish(u)
 	}
 	id := r.Header.Get(server.HeaderKeySessionID)
 	a := newAnswer(w, id)
@@ -397,9 +419,9 @@ func (h *HTTPHandler) post(w http.ResponseWriter, r *http.Request) {
 			a.pending = true // a list_changed waited for this request
 		}
 	}
-	a.fix = h.g.fixAnswer(r.Context(), env, s, modernReq)
+	a.fix = h.g.fixAnswer(ctx, env, s, modernReq)
 	h.inner.Handle(a, &server.HTTPRequest{Method: r.Method, URL: r.URL, Header: r.Header, Body: body,
-		Context: context.WithValue(r.Context(), answerKey{}, a)})
+		Context: context.WithValue(ctx, answerKey{}, a)})
 	if a.finish() && s != nil {
 		s.pending.Store(true) // not carried: the next request carries it
 	}
@@ -439,39 +461,44 @@ func isTimeout(err error) bool {
 }
 
 // get serves a session's stream of server messages: one per session (409
-// for a second one).
+// for a second one). The stream ends with its session, and when a write
+// to it is not done within streamWriteTimeout (see stream).
 func (h *HTTPHandler) get(w http.ResponseWriter, r *http.Request) {
-	u := h.session(w, r)
-	if u == nil {
+	id := h.sessionID(w, r)
+	if id == "" {
 		return
 	}
-	if !u.streaming.CompareAndSwap(false, true) {
+	ctx, stop := context.WithCancel(r.Context())
+	defer stop()
+	u, err := h.ids.openStream(id, stop)
+	switch {
+	case errors.Is(err, errStreaming):
 		http.Error(w, "Conflict: the session already has a stream", http.StatusConflict)
 		return
+	case err != nil:
+		notFound(w)
+		return
 	}
-	defer u.streaming.Store(false)
-	id := r.Header.Get(server.HeaderKeySessionID)
+	defer h.ids.closeStream(u)
 	h.g.setStreaming(id, true)
 	defer h.g.setStreaming(id, false)
-	h.inner.ServeHTTP(w, r)
+	h.inner.Handle(newStream(w, streamWriteTimeout, stop), &server.HTTPRequest{Method: r.Method, URL: r.URL, Header: r.Header, Context: ctx})
 }
 
-// session returns the live session a request names, or answers the
-// request and returns nil: 400 without a session id, 404 for one this
-// process did not issue or that ended.
-func (h *HTTPHandler) session(w http.ResponseWriter, r *http.Request) *sessionUse {
+// sessionID returns the session id a request names, or answers it with
+// 400 and returns "" when it names none.
+func (h *HTTPHandler) sessionID(w http.ResponseWriter, r *http.Request) string {
 	id := r.Header.Get(server.HeaderKeySessionID)
 	if id == "" {
 		http.Error(w, "Bad Request: Mcp-Session-Id header is required", http.StatusBadRequest)
-		return nil
 	}
-	u := h.ids.get(id)
-	if u == nil {
-		http.Error(w, "Not Found: unknown or ended session", http.StatusNotFound)
-		return nil
-	}
-	u.lastSeen.Store(time.Now().UnixNano())
-	return u
+	return id
+}
+
+// notFound answers a request naming a session this process did not issue
+// or that ended.
+func notFound(w http.ResponseWriter) {
+	http.Error(w, "Not Found: unknown or ended session", http.StatusNotFound)
 }
 
 func (h *HTTPHandler) allowedHost(host string) bool {

@@ -129,29 +129,121 @@ func TestSessionIDsAreNeverShown(t *testing.T) {
 	}
 }
 
-// TestSessionsAreBounded: at the bound, a new session ends the one idle
-// longest; when every session is busy, a new one is refused.
+// TestSessionsAreBounded: at the bound, with every session used
+// recently, a new session is refused (503, with a Retry-After) and none
+// is ended for it; a session with a stream is not ended either.
 func TestSessionsAreBounded(t *testing.T) {
 	mcpURL, _ := serveHTTP(t, nil, gate.HTTPOptions{MaxSessions: 2})
 	s1, _ := rawSession(t, mcpURL, "2025-06-18")
 	s2, _ := rawSession(t, mcpURL, "2025-06-18")
-	rawCall(t, mcpURL, s1, "invoice_status", nil) // s2 is now the idlest
-	s3, _ := rawSession(t, mcpURL, "2025-06-18")
-	if res := rawPost(t, mcpURL, s2, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, nil); res.StatusCode != http.StatusNotFound {
-		t.Errorf("the session idle longest: %s, want 404 (ended)", res.Status)
+	rawCall(t, mcpURL, s1, "invoice_status", nil) // s2 is now the idlest, but recent
+	res := rawPost(t, mcpURL, "", strings.Replace(initBody, "%s", "2025-06-18", 1), nil)
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" {
+		t.Errorf("a session over the bound when all were used recently: %s (Retry-After %q), want 503 with a Retry-After", res.Status, res.Header.Get("Retry-After"))
 	}
-	for _, s := range []string{s1, s3} {
+	for _, s := range []string{s1, s2} {
 		if res := rawPost(t, mcpURL, s, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, nil); res.StatusCode != http.StatusOK {
 			t.Errorf("a recent session: %s, want 200", res.Status)
 		}
 	}
-	// Both sessions hold a stream: neither may be ended for a third.
-	for _, s := range []string{s1, s3} {
-		openStream(t, mcpURL, s)
-	}
-	res := rawPost(t, mcpURL, "", strings.Replace(initBody, "%s", "2025-06-18", 1), nil)
+	openStream(t, mcpURL, s1)
+	res = rawPost(t, mcpURL, "", strings.Replace(initBody, "%s", "2025-06-18", 1), nil)
 	if res.StatusCode != http.StatusServiceUnavailable {
-		t.Errorf("a session over the bound when all are busy: %s, want 503", res.Status)
+		t.Errorf("a session over the bound: %s, want 503", res.Status)
+	}
+}
+
+// TestInitializeFloodEndsNoSession: a flood of initialize requests from
+// one address (here loopback, which every local client shares) at the
+// bound ends no session that was used recently: the flood is refused.
+func TestInitializeFloodEndsNoSession(t *testing.T) {
+	mcpURL, _ := serveHTTP(t, nil, gate.HTTPOptions{MaxSessions: 4})
+	var live []string
+	for range 4 {
+		s, _ := rawSession(t, mcpURL, "2025-06-18")
+		live = append(live, s)
+	}
+	victim := live[0] // the idlest: no request since it began
+	refused := 0
+	for range 70 {
+		res := rawPost(t, mcpURL, "", strings.Replace(initBody, "%s", "2025-06-18", 1), nil)
+		res.Body.Close()
+		if res.StatusCode == http.StatusServiceUnavailable && res.Header.Get("Retry-After") != "" {
+			refused++
+		}
+	}
+	if refused != 70 {
+		t.Errorf("%d of 70 initialize requests at the bound refused with a Retry-After, want all", refused)
+	}
+	for _, s := range live {
+		if res := rawPost(t, mcpURL, s, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, nil); res.StatusCode != http.StatusOK {
+			t.Errorf("session %s (victim %v): %s, want 200", s[:8], s == victim, res.Status)
+		}
+	}
+}
+
+// TestSessionBoundHoldsUnderConcurrency: initialize requests that arrive
+// together take no more sessions than are left.
+func TestSessionBoundHoldsUnderConcurrency(t *testing.T) {
+	mcpURL, _ := serveHTTP(t, nil, gate.HTTPOptions{MaxSessions: 4})
+	for range 3 {
+		rawSession(t, mcpURL, "2025-06-18")
+	}
+	const n = 20
+	codes := make(chan int, n)
+	start := make(chan struct{})
+	for range n {
+		go func() {
+			<-start
+			req, _ := http.NewRequest(http.MethodPost, mcpURL, strings.NewReader(strings.Replace(initBody, "%s", "2025-06-18", 1)))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				codes <- 0
+				return
+			}
+			res.Body.Close()
+			codes <- res.StatusCode
+		}()
+	}
+	close(start)
+	ok := 0
+	for range n {
+		if <-codes == http.StatusOK {
+			ok++
+		}
+	}
+	if ok != 1 {
+		t.Errorf("%d of %d concurrent initialize requests got a session with one left, want 1", ok, n)
+	}
+}
+
+// TestDeleteEndsTheStream: a session ended by DELETE ends its GET stream.
+func TestDeleteEndsTheStream(t *testing.T) {
+	mcpURL, _ := serveHTTP(t, nil, gate.HTTPOptions{})
+	s, _ := rawSession(t, mcpURL, "2025-06-18")
+	sc := openStream(t, mcpURL, s)
+	ended := make(chan struct{})
+	go func() {
+		for sc.Scan() {
+		}
+		close(ended)
+	}()
+	req, _ := http.NewRequest(http.MethodDelete, mcpURL, nil)
+	req.Header.Set("Mcp-Session-Id", s)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("DELETE: %s", res.Status)
+	}
+	select {
+	case <-ended:
+	case <-time.After(time.Minute):
+		t.Error("the stream of a deleted session is still open after a minute")
 	}
 }
 

@@ -6,14 +6,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -410,82 +408,113 @@ func (h *HTTPHandler) end(id string) {
 	h.inner.Handle(&discard{}, &server.HTTPRequest{Method: http.MethodDelete, Header: hdr, Context: context.Background()})
 }
 
-// sessionIDs issues and checks the session ids of the HTTP endpoint (it is
-// mcp-go's SessionIdManager): ids are 128 random bits, only ids it issued
-// and that have not ended are valid, and there are at most max of them.
-// mcp-go's own manager accepts any id on a GET (and makes a session of
-// it), and has no bound on sessions. Would remove it: a bounded manager
-// that accepts only the ids it issued.
-type sessionIDs struct {
-	mu   sync.Mutex
-	max  int
-	live map[string]*sessionUse
-	// evict ends a session (through mcp-go, which then calls Terminate).
-	evict func(id string)
-}
+// The session ids of the HTTP endpoint (sessionIDs, httpsessions.go) are
+// issued and checked by the gate: mcp-go's own manager accepts any id on a
+// GET (and makes a session of it), and has no bound on sessions. mcp-go
+// asks for a new id with no word of the request it is for, so the gate
+// hands it, through the request's context, the session it reserved for
+// that request (ResolveSessionIdManager): the bound and the peer's share
+// are kept when the request is admitted, not after. Would remove it: a
+// bounded manager that accepts only the ids it issued, told the request.
 
-// sessionUse is what the endpoint knows of a session's use.
-type sessionUse struct {
-	lastSeen  atomic.Int64 // UnixNano of its last request
-	inflight  atomic.Int32 // requests under way
-	streaming atomic.Bool  // a GET stream is open
-}
+// reservationKey carries an initialize request's reservation in its
+// context.
+type reservationKey struct{}
 
-func (u *sessionUse) idle() bool { return u.inflight.Load() == 0 && !u.streaming.Load() }
-
-func (s *sessionIDs) get(id string) *sessionUse {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.live[id]
-}
-
-// admit makes room for a new session: at the bound, it ends the session
-// idle longest; it reports false when every session is busy.
-func (s *sessionIDs) admit() bool {
-	s.mu.Lock()
-	if len(s.live) < s.max {
-		s.mu.Unlock()
-		return true
-	}
-	oldest, when := "", int64(0)
-	for id, u := range s.live {
-		if t := u.lastSeen.Load(); u.idle() && (oldest == "" || t < when) {
-			oldest, when = id, t
+// ResolveSessionIdManager is the manager of a request: its reservation for
+// an initialize request the gate admitted, the sessions' otherwise (and
+// for the sweeper, which has no request).
+func (s *sessionIDs) ResolveSessionIdManager(r *http.Request) server.SessionIdManager {
+	if r != nil {
+		if res, ok := r.Context().Value(reservationKey{}).(*reservation); ok {
+			return res
 		}
 	}
-	s.mu.Unlock()
-	if oldest == "" {
-		return false
-	}
-	s.evict(oldest)
-	return true
+	return s
 }
 
-// Generate issues a new session id.
+// Generate issues a new session id: one of no peer, bounded by nothing
+// (the gate's initialize requests have a reservation, whose Generate
+// mcp-go calls instead; nothing else asks for a new id).
 func (s *sessionIDs) Generate() string {
+	id := newSessionID()
+	s.issue(&reservation{ids: s, issued: true}, id) // counted, not reserved
+	return id
+}
+
+// newSessionID is 128 random bits.
+func newSessionID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	id := hex.EncodeToString(b[:])
-	u := &sessionUse{}
-	u.lastSeen.Store(time.Now().UnixNano())
-	s.mu.Lock()
-	s.live[id] = u
-	s.mu.Unlock()
-	return id
+	return hex.EncodeToString(b[:])
 }
 
 // Validate accepts the live ids it issued.
 func (s *sessionIDs) Validate(id string) (isTerminated bool, err error) {
-	if s.get(id) == nil {
-		return false, errors.New("unknown or ended session")
+	if !s.known(id) {
+		return false, errUnknownSession
 	}
 	return false, nil
 }
 
-// Terminate ends a session.
+// Terminate ends a session, and its GET stream: mcp-go ends neither
+// stream nor session of a DELETE's stream (nor of the sweeper's).
 func (s *sessionIDs) Terminate(id string) (isNotAllowed bool, err error) {
-	s.mu.Lock()
-	delete(s.live, id)
-	s.mu.Unlock()
+	s.terminate(id)
 	return false, nil
 }
+
+// Generate issues the reserved session's id.
+func (r *reservation) Generate() string {
+	id := newSessionID()
+	r.ids.issue(r, id)
+	return id
+}
+
+func (r *reservation) Validate(id string) (bool, error)  { return r.ids.Validate(id) }
+func (r *reservation) Terminate(id string) (bool, error) { return r.ids.Terminate(id) }
+
+// stream is a GET stream's writer as mcp-go writes it: each write and
+// flush must be done within timeout, or the stream ends (cancel). mcp-go
+// sets no deadline on a GET stream's writes: a client that stops reading
+// would hold its stream until the connection dies. Its pings (keepAlive)
+// make a write every keepAlive, so a stream whose client stopped reading
+// ends once the connection's buffers are full. Would remove it: a write
+// deadline on GET streams, and their end on a write that fails.
+type stream struct {
+	w         http.ResponseWriter
+	rc        *http.ResponseController
+	timeout   time.Duration
+	cancel    context.CancelFunc
+	canStream bool
+}
+
+func newStream(w http.ResponseWriter, timeout time.Duration, cancel context.CancelFunc) *stream {
+	_, ok := w.(http.Flusher)
+	return &stream{w: w, rc: http.NewResponseController(w), timeout: timeout, cancel: cancel, canStream: ok}
+}
+
+func (s *stream) Header() http.Header { return s.w.Header() }
+
+func (s *stream) WriteHeader(code int) {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
+	s.w.WriteHeader(code)
+}
+
+func (s *stream) Write(p []byte) (int, error) {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
+	n, err := s.w.Write(p)
+	if err != nil {
+		s.cancel()
+	}
+	return n, err
+}
+
+func (s *stream) Flush() {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
+	if err := s.rc.Flush(); err != nil {
+		s.cancel()
+	}
+}
+
+func (s *stream) CanStream() bool { return s.canStream }

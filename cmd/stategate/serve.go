@@ -40,7 +40,7 @@ type serveCmd struct {
 	HTTP      string        `name:"http" placeholder:"ADDR" help:"Serve Streamable HTTP at ADDR/mcp (bound to 127.0.0.1 unless ADDR names a host) instead of stdio."`
 	AllowHost []string      `name:"allow-host" placeholder:"NAME" help:"A host name (or address) HTTP clients may reach the server by, besides loopback names and the addresses it listens on (repeatable)."`
 	TokenFile string        `name:"token-file" type:"existingfile" placeholder:"FILE" help:"Require every HTTP request to carry 'Authorization: Bearer TOKEN', TOKEN being the file's first line."`
-	Sessions  int           `name:"max-sessions" default:"1024" help:"HTTP sessions at most; a new one ends the one idle longest."`
+	Sessions  int           `name:"max-sessions" default:"1024" help:"HTTP sessions at most (and 2026-07-28 listen streams); at the bound, a new one replaces only one unused for 10 minutes, or one beyond another client address's quarter."`
 	InspReset bool          `name:"inspect-reset" help:"Let the inspector's pages (ADDR/inspect) reset an instance that is done or failed, as 'state reset' does; without it they change nothing."`
 	HandleKey string        `placeholder:"NAME" help:"Argument that picks a workflow instance (a machine's meta.handleKey overrides it)."`
 	Instance  string        `default:"default" help:"The instance that stdio uses for machines with no handle key."`
