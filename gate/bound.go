@@ -44,6 +44,10 @@ type Binding struct {
 	// and removes it when it is gone.
 	fromMachine bool
 	upstream    string
+	// roles are the roles a caller needs one of (Roles); confirm what the
+	// caller's human is asked before each call (Confirm).
+	roles   []string
+	confirm string
 	// origin names the Tool or Bound call the binding comes from: its
 	// copies (one per BindState and OnError) have the tool and handler it
 	// gave, and rebinding them to other states registers nothing anew.
@@ -59,7 +63,8 @@ func sameBinding(a, b *Binding) bool {
 	case a == nil || b == nil:
 		return false
 	case a.fromMachine && b.fromMachine:
-		return a.name == b.name && a.workflow == b.workflow && a.event == b.event && a.errorEvent == b.errorEvent && a.upstream == b.upstream
+		return a.name == b.name && a.workflow == b.workflow && a.event == b.event && a.errorEvent == b.errorEvent && a.upstream == b.upstream &&
+			slices.Equal(a.roles, b.roles) && a.confirm == b.confirm
 	}
 	return a.origin != 0 && a.origin == b.origin
 }
@@ -86,6 +91,28 @@ func (g *Gate) Bound(name string) *Binding {
 func (b *Binding) BindState(workflow string, states []string, event string) *Binding {
 	b.workflow, b.states, b.event = workflow, slices.Clone(states), event
 	b.g.bind(b)
+	return b
+}
+
+// Roles names the roles a caller needs one of to see and call the tool
+// (as meta.tool.roles does for an event's tool): others do not see it,
+// and their calls are refused (FORBIDDEN, naming the roles).
+func (b *Binding) Roles(roles ...string) *Binding {
+	b.roles = slices.Sorted(slices.Values(roles))
+	if b.event != "" {
+		b.g.bind(b)
+	}
+	return b
+}
+
+// Confirm makes each call ask the calling client's human first (as
+// meta.tool.confirm does): message says what is confirmed, {argument}
+// filling in an argument; the handler runs only on a yes.
+func (b *Binding) Confirm(message string) *Binding {
+	b.confirm = message
+	if b.event != "" {
+		b.g.bind(b)
+	}
 	return b
 }
 
@@ -276,6 +303,19 @@ func (g *Gate) callBound(ctx context.Context, ref *toolRef, req mcp.CallToolRequ
 		return g.fitOutput(ref.full, bad), nil
 	}
 	b, m := ref.binding, ref.m
+	if bad := g.forbiddenRole(c, b.name, b.roles); bad != nil {
+		return g.fitOutput(ref.full, bad), nil
+	}
+	var confirmed *store.Confirmation
+	if b.confirm != "" {
+		if v, err := g.current(ctx, m, c.handle); err == nil && !contains(g.visible(v.tools, c.principal), b.name) {
+			return g.fitOutput(ref.full, refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", b.name, workflow.StateString(v.snap)), m, c.handle, g.seen(v, c.principal))), nil
+		}
+		var bad *mcp.CallToolResult
+		if confirmed, bad = g.confirm(c, b.name, b.confirm); bad != nil {
+			return g.fitOutput(ref.full, bad), nil
+		}
+	}
 	h, bad := g.hold(c)
 	if bad != nil {
 		return g.fitOutput(ref.full, bad), nil
@@ -286,7 +326,7 @@ func (g *Gate) callBound(ctx context.Context, ref *toolRef, req mcp.CallToolRequ
 		return g.fitOutput(ref.full, errorResult("ERROR", "ERROR: "+err.Error(), nil)), nil
 	}
 	if v := g.view(in); !contains(v.tools, b.name) {
-		return g.fitOutput(ref.full, refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", b.name, workflow.StateString(in.Snapshot)), m, c.handle, v)), nil
+		return g.fitOutput(ref.full, refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", b.name, workflow.StateString(in.Snapshot)), m, c.handle, g.seen(v, c.principal))), nil
 	}
 	// The handler's side effects cannot be undone: an intent goes to the
 	// audit trail first, and what ends it (the transition, or a note that
@@ -295,6 +335,7 @@ func (g *Gate) callBound(ctx context.Context, ref *toolRef, req mcp.CallToolRequ
 	// machine at most once.
 	ie := c.entry(b.name)
 	ie.Intent = &store.Intent{Arguments: callArgs(c.args, m.HandleKey), Event: b.event}
+	ie.Confirmed = confirmed
 	intended, err := h.Save(ctx, ie)
 	if err != nil {
 		return g.fitOutput(ref.full, saveFailed(b.name, in.Snapshot, err)), nil
@@ -311,7 +352,7 @@ func (g *Gate) callBound(ctx context.Context, ref *toolRef, req mcp.CallToolRequ
 	var ev interp.Event
 	switch {
 	case herr == nil && res != nil && !res.IsError:
-		data := callArgs(c.args, m.HandleKey)
+		data := withPrincipal(callArgs(c.args, m.HandleKey), c.principal)
 		data["output"] = outputOf(res)
 		if err := workflow.CheckEventValue("the output of "+b.name, data["output"]); err != nil {
 			// Done, and known not to be recorded: said, not in doubt.
@@ -321,14 +362,14 @@ func (g *Gate) callBound(ctx context.Context, ref *toolRef, req mcp.CallToolRequ
 		}
 		ev = interp.Event{Type: b.event, Data: data}
 	case b.errorEvent != "":
-		ev = interp.Event{Type: b.errorEvent, Data: map[string]any{"error": failureOf(res, herr)}}
+		ev = interp.Event{Type: b.errorEvent, Data: withPrincipal(map[string]any{"error": failureOf(res, herr)}, c.principal)}
 	default:
 		// Nothing sent: the instance stays.
 		settle("failed, no event sent: " + brief(failureOf(res, herr)))
 		return res, herr
 	}
 	e := c.entry(b.name)
-	e.Event, e.Settles = ev.Object(), intent
+	e.Event, e.Settles, e.Confirmed = ev.Object(), intent, confirmed
 	// The side effect happened: the event is stored even if the client
 	// went away meanwhile.
 	saved, _, aerr := h.Apply(context.WithoutCancel(ctx), ev, e, nil)
@@ -348,7 +389,7 @@ func (g *Gate) callBound(ctx context.Context, ref *toolRef, req mcp.CallToolRequ
 		note = fmt.Sprintf("The %s workflow did not take %s: %v. It stays in state %s.", m.ID, ev.Type, aerr, workflow.StateString(in.Snapshot))
 		meta = map[string]any{"machine": m.ID, "handle": c.handle, "state": in.Snapshot.Value(), "event": ev.Type, "error": aerr.Error()}
 	} else {
-		v := g.view(saved)
+		v := g.seen(g.view(saved), c.principal)
 		note = fmt.Sprintf("The %s workflow %s is now in state %s (%s). Tools available now: %s.", m.ID, c.handle, workflow.StateString(v.snap), v.snap.Status, joinTools(v.tools))
 		meta = map[string]any{"machine": m.ID, "handle": c.handle, "state": v.snap.Value(), "status": v.snap.Status.String(), "tools": v.tools}
 	}

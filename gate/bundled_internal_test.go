@@ -153,7 +153,7 @@ func walkMachine(t *testing.T, g *Gate, m *workflow.Workflow) (problems []string
 		for _, name := range n.listed {
 			tl := toolNamed(m, name)
 			for _, a := range args[name] {
-				ev := eventOf(tl.Event, a, m.HandleKey)
+				ev := eventOf(tl.Event, a, m.HandleKey, anonymous())
 				if ok, err := n.snap.Can(ev); err != nil || !ok {
 					continue // REJECTED: the instance stays where it is
 				}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -27,6 +26,8 @@ type call struct {
 	modern bool     // of revision 2026-07-28
 	args   map[string]any
 	handle string
+	// principal is who calls.
+	principal Principal
 }
 
 // newCall reads a call of one of the gate's tools: its arguments (an
@@ -35,9 +36,10 @@ type call struct {
 // call that cannot be made so.
 func (g *Gate) newCall(ctx context.Context, ref *toolRef, req mcp.CallToolRequest) (c *call, bad *mcp.CallToolResult) {
 	g.activity.Add(1)
-	c = &call{ctx: ctx, req: req, ref: ref, w: ref.m, sess: g.sessionOf(ctx), modern: modern(ctx)}
+	c = &call{ctx: ctx, req: req, ref: ref, w: ref.m, sess: g.sessionOf(ctx), modern: modern(ctx), principal: g.principalOf(ctx)}
 	if c.sess != nil {
 		c.sess.notified.Store(false) // this request's answer delivers what waited
+		c.sess.setPrincipal(c.principal)
 		if c.modern {
 			c.sess.modern.Store(true)
 		}
@@ -57,7 +59,8 @@ func (g *Gate) newCall(ctx context.Context, ref *toolRef, req mcp.CallToolReques
 
 // entry is the audit entry of a call's step.
 func (c *call) entry(tool string) store.AuditEntry {
-	e := store.AuditEntry{Tool: tool, Protocol: protocolOf(c.ctx)}
+	p := c.principal
+	e := store.AuditEntry{Tool: tool, Protocol: protocolOf(c.ctx), Principal: &p}
 	if c.sess != nil {
 		e.Session = c.sess.name
 	}
@@ -138,15 +141,30 @@ func (g *Gate) hold(c *call) (*workflow.Hold, *mcp.CallToolResult) {
 // stored before the answer.
 func (g *Gate) callEvent(c *call) *mcp.CallToolResult {
 	t, m := c.ref.tool, c.w
+	if bad := g.forbiddenRole(c, t.Name, t.Roles); bad != nil {
+		return bad
+	}
+	var confirmed *store.Confirmation
+	if t.Confirm != "" {
+		// Asked before the instance is held: the human's time holds no
+		// event of it; what the call may do is checked again once held.
+		if v, err := g.current(c.ctx, m, c.handle); err == nil && !contains(g.visible(v.tools, c.principal), t.Name) {
+			return refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", t.Name, workflow.StateString(v.snap)), m, c.handle, v)
+		}
+		var bad *mcp.CallToolResult
+		if confirmed, bad = g.confirm(c, t.Name, t.Confirm); bad != nil {
+			return bad
+		}
+	}
 	h, bad := g.hold(c)
 	if bad != nil {
 		return bad
 	}
 	defer h.Release()
-	ev := eventOf(t.Event, c.args, m.HandleKey)
+	ev := eventOf(t.Event, c.args, m.HandleKey, c.principal)
 	check := func(in *workflow.Instance) error {
 		if v := g.view(in); !contains(v.tools, t.Name) {
-			return &refused{res: refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", t.Name, workflow.StateString(in.Snapshot)), m, c.handle, v)}
+			return &refused{res: refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", t.Name, workflow.StateString(in.Snapshot)), m, c.handle, g.seen(v, c.principal))}
 		}
 		if err := t.Validate(c.args); err != nil {
 			return &refused{res: errorResult("INVALID_ARGUMENTS", "INVALID_ARGUMENTS: "+err.Error(), map[string]any{"tool": t.Name})}
@@ -154,12 +172,12 @@ func (g *Gate) callEvent(c *call) *mcp.CallToolResult {
 		return nil
 	}
 	e := c.entry(t.Name)
-	e.Event = ev.Object()
+	e.Event, e.Confirmed = ev.Object(), confirmed
 	saved, emitted, err := h.Apply(c.ctx, ev, e, check)
 	if err != nil {
-		return g.eventFailed(t.Name, t.Event, m, c.handle, err)
+		return g.eventFailed(c, t.Name, t.Event, err)
 	}
-	return success(m, c.handle, g.view(saved), emitted)
+	return success(m, c.handle, g.seen(g.view(saved), c.principal), emitted)
 }
 
 // refused is a check's refusal of a call, with the answer to give.
@@ -169,7 +187,8 @@ func (r *refused) Error() string { return "refused" }
 
 // eventFailed answers a call whose event was refused, rejected or failed,
 // or whose new state could not be stored.
-func (g *Gate) eventFailed(tool, event string, m *workflow.Workflow, handle string, err error) *mcp.CallToolResult {
+func (g *Gate) eventFailed(c *call, tool, event string, err error) *mcp.CallToolResult {
+	m, handle := c.w, c.handle
 	var r *refused
 	var ee *workflow.EventError
 	var se *workflow.SaveError
@@ -181,7 +200,7 @@ func (g *Gate) eventFailed(tool, event string, m *workflow.Workflow, handle stri
 		if ee.Cause != nil {
 			why += ": " + ee.Cause.Error()
 		}
-		return refusal("REJECTED", why, m, handle, g.view(ee.Instance))
+		return refusal("REJECTED", why, m, handle, g.seen(g.view(ee.Instance), c.principal))
 	case errors.As(err, &ee):
 		snap := ee.Instance.Snapshot
 		return errorResult("ERROR", fmt.Sprintf("ERROR: %s failed: %v (the instance keeps its state %s)", tool, ee.Cause, workflow.StateString(snap)),
@@ -199,7 +218,7 @@ func (g *Gate) status(c *call) *mcp.CallToolResult {
 	if err != nil {
 		return errorResult("ERROR", "ERROR: "+err.Error(), nil)
 	}
-	res := report(m, handle, g.view(in), nil, "is")
+	res := report(m, handle, g.seen(g.view(in), c.principal), nil, "is")
 	sc := res.StructuredContent.(map[string]any)
 	if trail, err := g.inst.Store().Audit(c.ctx, in.Key(), 5); err == nil && len(trail) > 0 {
 		sc["recent"] = trail
@@ -246,7 +265,7 @@ func (g *Gate) reset(c *call) *mcp.CallToolResult {
 		return errorResult("ERROR", "ERROR: "+err.Error(), nil)
 	}
 	snap := in.Snapshot
-	before := g.view(in)
+	before := g.seen(g.view(in), c.principal)
 	if !contains(before.tools, m.ResetTool) {
 		return refusal("FORBIDDEN", fmt.Sprintf("%s is allowed only once the workflow is done or failed; it is %s in state %s", m.ResetTool, snap.Status, workflow.StateString(snap)), m, c.handle, before)
 	}
@@ -257,23 +276,20 @@ func (g *Gate) reset(c *call) *mcp.CallToolResult {
 		}
 		return saveFailed(m.ResetTool, snap, err)
 	}
-	return success(m, c.handle, g.view(saved), nil)
+	return success(m, c.handle, g.seen(g.view(saved), c.principal), nil)
 }
 
-// eventOf makes the event {type: E, ...arguments}, without the handle.
-func eventOf(typ string, args map[string]any, handleKey string) interp.Event {
-	var data map[string]any
-	if len(args) > 0 {
-		data = maps.Clone(args)
-		delete(data, "type")
-		if handleKey != "" {
-			delete(data, handleKey)
-		}
-		if len(data) == 0 {
-			data = nil
+// eventOf makes the event {type: E, principal: {sub, roles},
+// ...arguments}, without the handle: the principal is the caller's, set
+// over an argument of that name.
+func eventOf(typ string, args map[string]any, handleKey string, p Principal) interp.Event {
+	data := make(map[string]any, len(args)+1)
+	for k, v := range args {
+		if k != "type" && k != handleKey {
+			data[k] = v
 		}
 	}
-	return interp.Event{Type: typ, Data: data}
+	return interp.Event{Type: typ, Data: withPrincipal(data, p)}
 }
 
 // toolArgs returns a call's arguments, or the answer to arguments that

@@ -69,6 +69,14 @@ type Options struct {
 	// Upstreams, when set, are the other MCP servers whose tools the
 	// workflows gate (see Upstreams).
 	Upstreams Upstreams
+	// StdioPrincipal, when set, is who makes the requests of ServeStdio
+	// (the local user, and the roles the server is given); anonymous
+	// when nil.
+	StdioPrincipal *Principal
+	// ConfirmTimeout bounds how long a call waits for its human's yes
+	// (meta.tool.confirm); DefaultConfirmTimeout when zero. Other
+	// instances go on meanwhile; the call's own instance is not held.
+	ConfirmTimeout time.Duration
 	// InspectLink, when set, is the address of an instance's page in an
 	// inspector: the status tool's result links to it, in its
 	// structured content ("inspect") and its text.

@@ -133,6 +133,10 @@ type shown struct {
 func (g *Gate) shownTo(ctx context.Context, s *session) []shown {
 	ms := g.workflowList()
 	upstreams := g.served.Load().upstreams
+	who := anonymous()
+	if s != nil {
+		who = s.who()
+	}
 	out := make([]shown, len(ms))
 	for i, m := range ms {
 		out[i] = shown{id: m.ID, version: m.Listing + upstreams}
@@ -142,7 +146,7 @@ func (g *Gate) shownTo(ctx context.Context, s *session) []shown {
 			out[i].tools = []string{m.StatusTool}
 			continue
 		}
-		out[i].tools, out[i].initial = v.tools, v.initial
+		out[i].tools, out[i].initial = g.visible(v.tools, who), v.initial
 	}
 	if s != nil {
 		s.mu.Lock()
@@ -174,6 +178,7 @@ func (g *Gate) listTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	s := g.sessionOf(ctx)
 	if s != nil {
 		s.notified.Store(false) // it sees the list now
+		s.setPrincipal(g.principalOf(ctx))
 	}
 	return g.listFor(ctx, s, tools)
 }

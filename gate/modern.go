@@ -260,7 +260,7 @@ func (g *Gate) start(c *call) *mcp.CallToolResult {
 	if err != nil {
 		return saveFailed(m.StartTool, in.Snapshot, err)
 	}
-	res := report(m, c.handle, g.view(saved), nil, "is")
+	res := report(m, c.handle, g.seen(g.view(saved), c.principal), nil, "is")
 	res.Content = append(res.Content, mcp.NewTextContent(fmt.Sprintf("Pass %s: %q to the %s tools to act on this instance. Anyone holding the handle can drive it.", m.ModernHandleKey(), c.handle, m.ID)))
 	return res
 }

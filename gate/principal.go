@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/workflow"
 )
 
 // A Principal is who calls: a subject, its roles, and how it was
@@ -28,5 +29,5 @@ func PrincipalFrom(ctx context.Context) (Principal, bool) {
 }
 
 // SystemPrincipal is the principal of what the server does itself: a
-// timer that fires, an event an upstream server sends.
-func SystemPrincipal() Principal { return Principal{Sub: "system", Auth: "system"} }
+// timer that fires, an event sent from Go code (workflow.SystemPrincipal).
+func SystemPrincipal() Principal { return workflow.SystemPrincipal() }

@@ -42,6 +42,23 @@ type session struct {
 	handles map[string]string
 	// last is the tool list the session was last shown or told about.
 	last []shown
+	// principal is who made the session's last request: its list is
+	// what that principal may see.
+	principal Principal
+}
+
+// setPrincipal records who makes the session's requests.
+func (s *session) setPrincipal(p Principal) {
+	s.mu.Lock()
+	s.principal = p
+	s.mu.Unlock()
+}
+
+// who returns who makes the session's requests.
+func (s *session) who() Principal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.principal
 }
 
 func (g *Gate) sessionOf(ctx context.Context) *session {
@@ -60,7 +77,7 @@ func (g *Gate) sessionOf(ctx context.Context) *session {
 }
 
 func (g *Gate) newSession(id string) *session {
-	return &session{id: id, name: g.sessionName(id), handles: map[string]string{}}
+	return &session{id: id, name: g.sessionName(id), handles: map[string]string{}, principal: anonymous()}
 }
 
 // streamingKey marks the context of a session registered by a transport
@@ -101,6 +118,7 @@ func (g *Gate) sessionName(id string) string {
 
 func (g *Gate) addSession(ctx context.Context, id string) {
 	s := g.newSession(id)
+	s.principal = g.principalOf(ctx)
 	s.streaming.Store(ctx.Value(streamingKey{}) != nil)
 	s.answered.Store(answerOf(ctx) != nil)
 	s.last = g.shownTo(ctx, s)

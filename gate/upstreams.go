@@ -131,7 +131,8 @@ func (g *Gate) boundUpstream(m *workflow.Workflow, t *workflow.Tool, us upstream
 		def.InputSchema, def.RawInputSchema = mcp.ToolInputSchema{}, raw
 	}
 	srv, name, _ := workflow.SplitUpstream(t.Upstream)
-	b := &Binding{g: g, name: t.Name, tool: &def, workflow: m.ID, event: t.Event, errorEvent: t.OnError, fromMachine: true, upstream: t.Upstream}
+	b := &Binding{g: g, name: t.Name, tool: &def, workflow: m.ID, event: t.Event, errorEvent: t.OnError, fromMachine: true, upstream: t.Upstream,
+		roles: t.Roles, confirm: t.Confirm}
 	b.handler = g.forward(srv, name, m.HandleKey, takesArg(def, m.HandleKey), t, def)
 	return b
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -529,7 +530,9 @@ func (x *Instances) Snapshot(ctx context.Context, workflow, handle string) (*Sta
 
 // Send sends an event to an instance, as a call of the event's tool does
 // (without the tool's gating: the machine decides), and stores the new
-// state, with its audit entry (tool "(send)"), before it returns. An event
+// state, with its audit entry (tool "(send)", principal "system"), before
+// it returns. The event carries event.principal "system" unless it sets
+// one itself. An event
 // the instance does not take is ErrRejected, one whose step fails
 // ErrFailed; either way the instance keeps its state. Subscribers (the
 // sessions of a gate that see the instance) are told.
@@ -543,13 +546,35 @@ func (x *Instances) Send(ctx context.Context, workflow, handle string, ev interp
 		return nil, err
 	}
 	defer h.Release()
-	saved, emitted, err := h.Apply(ctx, ev, store.AuditEntry{Tool: SendTool, Event: ev.Object()}, nil)
+	if _, set := ev.Data["principal"]; !set {
+		ev.Data = maps.Clone(ev.Data)
+		if ev.Data == nil {
+			ev.Data = map[string]any{}
+		}
+		ev.Data["principal"] = eventPrincipal(SystemPrincipal())
+	}
+	sys := SystemPrincipal()
+	saved, emitted, err := h.Apply(ctx, ev, store.AuditEntry{Tool: SendTool, Event: ev.Object(), Principal: &sys}, nil)
 	if err != nil {
 		return nil, err
 	}
 	s := saved.State()
 	s.Emitted = emitted
 	return s, nil
+}
+
+// SystemPrincipal is the principal of what the server does itself (a
+// timer that fires, an event sent from Go code): its events carry it as
+// event.principal, and its audit entries name it.
+func SystemPrincipal() store.Principal { return store.Principal{Sub: "system", Auth: "system"} }
+
+// eventPrincipal is a principal as an event carries it: {sub, roles}.
+func eventPrincipal(p store.Principal) map[string]any {
+	roles := make([]any, len(p.Roles))
+	for i, r := range p.Roles {
+		roles[i] = r
+	}
+	return map[string]any{"sub": p.Sub, "roles": roles}
 }
 
 // SendTool is the tool an audit entry of Send names.

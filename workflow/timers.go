@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"sync"
 
@@ -168,6 +169,12 @@ func (x *Instances) fireTimer(ctx context.Context, k store.Key, t store.Timer) {
 		return
 	}
 	ev, _ := interp.EventFromObject(current.Event)
+	sys := SystemPrincipal()
+	ev.Data = maps.Clone(ev.Data)
+	if ev.Data == nil {
+		ev.Data = map[string]any{}
+	}
+	ev.Data["principal"] = eventPrincipal(sys)
 	out := x.step(ctx, in, ev, current)
 	if out.crash != nil {
 		// Dropped, so that it does not fire (and fail) again and again.
@@ -176,7 +183,7 @@ func (x *Instances) fireTimer(ctx context.Context, k store.Key, t store.Timer) {
 		x.log.Error("timer: the machine failed; the instance keeps its state", "machine", w.ID, "handle", k.Handle, "event", ev.Type, "err", out.snap.Err())
 		out = stepOutcome{snap: in.Snapshot, timers: withoutTimer(in.Timers, *current)}
 	}
-	if _, err := x.save(ctx, in, out.snap, out.timers, &store.AuditEntry{Tool: TimerTool, Event: ev.Object()}); err != nil {
+	if _, err := x.save(ctx, in, out.snap, out.timers, &store.AuditEntry{Tool: TimerTool, Event: ev.Object(), Principal: &sys}); err != nil {
 		x.log.Error("timer: cannot store instance", "machine", w.ID, "handle", k.Handle, "err", err)
 		x.sched.drop(k, t)
 		return

@@ -74,6 +74,16 @@ type Tool struct {
 	// Given says what meta.tool and the transition gave, which an
 	// upstream tool's own definition yields to.
 	Given Given
+	// Roles are meta.tool.roles: a caller needs one of them to see and
+	// call the tool (none: anyone).
+	Roles []string
+	// Confirm is meta.tool.confirm: what the caller's human is asked to
+	// confirm before each call is taken ({argument} fills in an
+	// argument), "" when nobody is asked.
+	Confirm string
+	// Approval is meta.tool.approval: the role of the operators who
+	// approve each call before it is taken, "" when none.
+	Approval string
 	// Accepting are the states that take the event (their paths).
 	Accepting []string
 }
@@ -219,7 +229,7 @@ func listingVersion(m *Workflow) string {
 	enc := json.NewEncoder(h)
 	_ = enc.Encode([]string{m.ID, m.HandleKey, m.StatusTool, m.ResetTool, m.StartTool})
 	for _, t := range m.Tools {
-		_ = enc.Encode([]any{t.Name, t.Event, t.Description, t.Compact, t.Schema, t.Title, t.Hints, t.Upstream, t.OnError})
+		_ = enc.Encode([]any{t.Name, t.Event, t.Description, t.Compact, t.Schema, t.Title, t.Hints, t.Upstream, t.OnError, t.Roles, t.Confirm, t.Approval})
 	}
 	for _, t := range m.StateTools {
 		var states []string
@@ -257,6 +267,9 @@ type toolMeta struct {
 	Hints              map[string]bool // annotations: readOnlyHint, ...
 	Upstream           string          // "server/tool"
 	OnError            string          // the event sent when the upstream call fails
+	Roles              []string        // a caller needs one of them
+	Confirm            string          // a human confirms each call, asked this
+	Approval           string          // an operator of this role approves each call
 }
 
 // toolHints are the annotations a machine may give a tool.
@@ -336,8 +349,31 @@ func metaTool(meta any) (toolMeta, error) {
 			}
 		case "onError":
 			tm.OnError, err = str(key, v)
+		case "roles":
+			list, ok := v.([]any)
+			if !ok || len(list) == 0 {
+				return tm, fmt.Errorf("meta.tool.roles must be a list of role names, at least one")
+			}
+			for _, r := range list {
+				name, ok := r.(string)
+				if !ok || strings.TrimSpace(name) == "" || strings.ContainsAny(name, " \t\n") {
+					return tm, fmt.Errorf("meta.tool.roles: %v is not a role name (a word)", r)
+				}
+				if !slices.Contains(tm.Roles, name) {
+					tm.Roles = append(tm.Roles, name)
+				}
+			}
+			slices.Sort(tm.Roles)
+		case "confirm":
+			if tm.Confirm, err = str(key, v); err == nil && strings.TrimSpace(tm.Confirm) == "" {
+				err = fmt.Errorf("meta.tool.confirm must say what the human confirms (\"Pay {amount} to {payee}?\")")
+			}
+		case "approval":
+			if tm.Approval, err = str(key, v); err == nil && (strings.TrimSpace(tm.Approval) == "" || strings.ContainsAny(tm.Approval, " \t\n")) {
+				err = fmt.Errorf("meta.tool.approval must name the role of the operators who approve a call (a word)")
+			}
 		default:
-			err = fmt.Errorf("meta.tool.%s is not a field of meta.tool (they are name, title, compactDescription, inputSchema, annotations, upstream and onError)", key)
+			err = fmt.Errorf("meta.tool.%s is not a field of meta.tool (they are name, title, compactDescription, inputSchema, annotations, upstream, onError, roles, confirm and approval)", key)
 		}
 		if err != nil {
 			return tm, err
@@ -395,6 +431,18 @@ func newWorkflow(m *interp.Machine, id, file, defaultHandleKey string) (*Workflo
 				if tm.OnError == "" {
 					tm.OnError = mt.OnError
 				}
+				switch {
+				case tm.Roles == nil:
+					tm.Roles = mt.Roles
+				case mt.Roles != nil && !slices.Equal(mt.Roles, tm.Roles):
+					return nil, fmt.Errorf("event %s in state %s: meta.tool.roles %v, where another transition of %s gives %v: an event is one tool", ev, n.PathString(), mt.Roles, ev, tm.Roles)
+				}
+				if tm.Confirm == "" {
+					tm.Confirm = mt.Confirm
+				}
+				if tm.Approval == "" {
+					tm.Approval = mt.Approval
+				}
 			}
 		}
 		t.Accepting = accepting
@@ -424,6 +472,7 @@ func newWorkflow(m *interp.Machine, id, file, defaultHandleKey string) (*Workflo
 		}
 		t.Compact = tm.CompactDescription
 		t.Title, t.Hints = tm.Title, tm.Hints
+		t.Roles, t.Confirm, t.Approval = tm.Roles, tm.Confirm, tm.Approval
 		schema, err := inputSchema(tm.InputSchema, gm.HandleKey)
 		if err != nil {
 			return nil, fmt.Errorf("tool %s: inputSchema: %w", t.Name, err)
@@ -550,10 +599,15 @@ func inputSchema(given map[string]any, handleKey string) (map[string]any, error)
 			return nil, fmt.Errorf("the type must be \"object\", not %v", t)
 		}
 		schema["type"] = "object"
-		// A call sends {type: E, ...arguments}: an argument named type
-		// would be lost to the event's own.
-		if props, _ := schema["properties"].(map[string]any); props["type"] != nil {
+		// A call sends {type: E, principal: {sub, roles}, ...arguments}:
+		// an argument named type or principal would be lost to the
+		// event's own.
+		props, _ := schema["properties"].(map[string]any)
+		if props["type"] != nil {
 			return nil, errors.New(`the property "type" cannot be an argument: a call sends {type: EVENT, ...arguments}, so the event's type would replace it; name it otherwise`)
+		}
+		if props["principal"] != nil {
+			return nil, errors.New(`the property "principal" cannot be an argument: the server sets event.principal (who calls), so an argument of that name would be replaced; name it otherwise`)
 		}
 	}
 	if handleKey != "" {
