@@ -128,13 +128,18 @@ const DefaultConfirmTimeout = 5 * time.Minute
 // placeholder is an argument a confirmation names: {amount}.
 var placeholder = regexp.MustCompile(`\{([A-Za-z0-9_.-]+)\}`)
 
-// confirmText fills a confirmation's {argument}s in with the call's
-// arguments (left as they are when absent).
-func confirmText(tmpl string, args map[string]any) string {
+// confirmText fills a confirmation's {name}s in with the call's
+// arguments, else the instance's context (left as they are when neither
+// has one).
+func confirmText(tmpl string, args map[string]any, instanceContext any) string {
+	ctx, _ := instanceContext.(map[string]any)
 	return placeholder.ReplaceAllStringFunc(tmpl, func(m string) string {
-		v, ok := args[m[1:len(m)-1]]
+		name := m[1 : len(m)-1]
+		v, ok := args[name]
 		if !ok {
-			return m
+			if v, ok = ctx[name]; !ok {
+				return m
+			}
 		}
 		if s, ok := v.(string); ok {
 			return s
@@ -158,8 +163,8 @@ var confirmSchema = map[string]any{
 // and returns the confirmation, or the answer to give when there is none:
 // DECLINED (the human said no, or cancelled), NEEDS_HUMAN (the client
 // cannot ask its human, or the answer did not come in time).
-func (g *Gate) confirm(c *call, tool, tmpl string) (*store.Confirmation, *mcp.CallToolResult) {
-	text := confirmText(tmpl, c.args)
+func (g *Gate) confirm(c *call, tool, tmpl string, instanceContext any) (*store.Confirmation, *mcp.CallToolResult) {
+	text := confirmText(tmpl, c.args, instanceContext)
 	srv := g.srv.Load()
 	if c.modern || srv == nil || !canElicit(c.ctx) {
 		// mcp-go sends elicitation/create even to a client that did not
@@ -182,7 +187,7 @@ func (g *Gate) confirm(c *call, tool, tmpl string) (*store.Confirmation, *mcp.Ca
 		if res.Action == mcp.ElicitationResponseActionCancel {
 			why = "cancelled"
 		}
-		text := fmt.Sprintf("DECLINED: the human %s %s (%q); nothing was done", why, tool, confirmText(tmpl, c.args))
+		text := fmt.Sprintf("DECLINED: the human %s %s (%q); nothing was done", why, tool, text)
 		if comment != "" {
 			text += ": " + comment
 		}

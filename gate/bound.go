@@ -308,11 +308,15 @@ func (g *Gate) callBound(ctx context.Context, ref *toolRef, req mcp.CallToolRequ
 	}
 	var confirmed *store.Confirmation
 	if b.confirm != "" {
-		if v, err := g.current(ctx, m, c.handle); err == nil && !contains(g.visible(v.tools, c.principal), b.name) {
+		v, err := g.current(ctx, m, c.handle)
+		if err != nil {
+			return g.fitOutput(ref.full, errorResult("ERROR", "ERROR: "+err.Error(), nil)), nil
+		}
+		if !contains(g.visible(v.tools, c.principal), b.name) {
 			return g.fitOutput(ref.full, refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", b.name, workflow.StateString(v.snap)), m, c.handle, g.seen(v, c.principal))), nil
 		}
 		var bad *mcp.CallToolResult
-		if confirmed, bad = g.confirm(c, b.name, b.confirm); bad != nil {
+		if confirmed, bad = g.confirm(c, b.name, b.confirm, v.snap.Context); bad != nil {
 			return g.fitOutput(ref.full, bad), nil
 		}
 	}

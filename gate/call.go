@@ -148,11 +148,15 @@ func (g *Gate) callEvent(c *call) *mcp.CallToolResult {
 	if t.Confirm != "" {
 		// Asked before the instance is held: the human's time holds no
 		// event of it; what the call may do is checked again once held.
-		if v, err := g.current(c.ctx, m, c.handle); err == nil && !contains(g.visible(v.tools, c.principal), t.Name) {
-			return refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", t.Name, workflow.StateString(v.snap)), m, c.handle, v)
+		v, err := g.current(c.ctx, m, c.handle)
+		if err != nil {
+			return errorResult("ERROR", "ERROR: "+err.Error(), nil)
+		}
+		if !contains(g.visible(v.tools, c.principal), t.Name) {
+			return refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", t.Name, workflow.StateString(v.snap)), m, c.handle, g.seen(v, c.principal))
 		}
 		var bad *mcp.CallToolResult
-		if confirmed, bad = g.confirm(c, t.Name, t.Confirm); bad != nil {
+		if confirmed, bad = g.confirm(c, t.Name, t.Confirm, v.snap.Context); bad != nil {
 			return bad
 		}
 	}
