@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/workflow"
 )
 
 // Who may take a step: a tool's roles (meta.tool.roles, a binding's
@@ -208,4 +209,77 @@ func cmpDuration(d, def time.Duration) time.Duration {
 		return d
 	}
 	return def
+}
+
+// pend puts a call to an operator: it waits, stored with its instance,
+// until an operator approves it (its event is then sent) or declines it,
+// and the instance takes no other call meanwhile. The answer is PENDING,
+// with where to approve it.
+func (g *Gate) pend(c *call, t *workflow.Tool) *mcp.CallToolResult {
+	m := c.w
+	if bad := g.forbiddenRole(c, t.Name, t.Roles); bad != nil {
+		return bad
+	}
+	h, bad := g.hold(c)
+	if bad != nil {
+		return bad
+	}
+	defer h.Release()
+	in, err := h.Load(c.ctx)
+	if err != nil {
+		return errorResult("ERROR", "ERROR: "+err.Error(), nil)
+	}
+	if in.Pending != nil {
+		return g.pendingResult(c, in, fmt.Sprintf("%s was not done: ", t.Name))
+	}
+	if v := g.view(in); !contains(v.tools, t.Name) {
+		return refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", t.Name, workflow.StateString(in.Snapshot)), m, c.handle, g.seen(v, c.principal))
+	}
+	if err := t.Validate(c.args); err != nil {
+		return errorResult("INVALID_ARGUMENTS", "INVALID_ARGUMENTS: "+err.Error(), map[string]any{"tool": t.Name})
+	}
+	ev := eventOf(t.Event, c.args, m.HandleKey, c.principal)
+	if ok, err := in.Snapshot.Can(ev); err != nil || !ok {
+		why := fmt.Sprintf("the %s workflow does not take %s with these arguments in state %s", m.ID, t.Event, workflow.StateString(in.Snapshot))
+		return refusal("REJECTED", why, m, c.handle, g.seen(g.view(in), c.principal))
+	}
+	var roles []string
+	if t.Approval != "" {
+		roles = []string{t.Approval}
+	}
+	confirm := t.Confirm
+	if confirm != "" {
+		confirm = confirmText(confirm, c.args, in.Snapshot.Context)
+	}
+	e := c.entry(t.Name)
+	e.Note = "awaits an operator's approval"
+	saved, err := h.Pend(c.ctx, store.Pending{Tool: t.Name, Event: ev.Object(), Principal: c.principal, Roles: roles, Confirm: confirm}, e)
+	if err != nil {
+		return g.eventFailed(c, t.Name, t.Event, err)
+	}
+	return g.pendingResult(c, saved, "")
+}
+
+// pendingResult answers a call on an instance whose call waits for an
+// operator's approval: PENDING, saying which, and where it is approved.
+func (g *Gate) pendingResult(c *call, in *workflow.Instance, prefix string) *mcp.CallToolResult {
+	p := in.Pending
+	who := "an operator"
+	if len(p.Roles) > 0 {
+		who = "an operator holding the role " + orList(p.Roles)
+	}
+	where := ""
+	sc := map[string]any{"machine": in.Workflow.ID, "handle": in.Handle, "state": in.Snapshot.Value(), "tool": p.Tool, "approval": p.ID, "by": p.Principal.Sub}
+	if g.opts.InspectLink != nil {
+		link := g.opts.InspectLink(in.Workflow.ID, in.Handle)
+		sc["inspect"] = link
+		where = " in the inspector: " + link
+	}
+	what := p.Tool
+	if p.Confirm != "" {
+		what += fmt.Sprintf(" (%q)", p.Confirm)
+	}
+	text := fmt.Sprintf("PENDING: %s%s, called by %s, awaits the approval of %s%s. The %s workflow takes no other call until it is settled; sessions that see it are told (notifications/tools/list_changed) when it is.",
+		prefix, what, p.Principal.Sub, who, where, in.Workflow.ID)
+	return errorResult("PENDING", text, sc)
 }

@@ -176,3 +176,56 @@ func TestWhoMayTakeAStep(t *testing.T) {
 		t.Errorf("who, by tool: %v", who)
 	}
 }
+
+// TestOperatorApproval: a call of a tool with meta.tool.approval waits
+// for an operator: answered PENDING, the instance takes no other call and
+// lists only its status tool; an operator holding the role approves it
+// (Instances.Approve, as the inspector does), and the caller's session is
+// told its list changed.
+func TestOperatorApproval(t *testing.T) {
+	m, _, err := (&xstate.Loader{}).Parse("vault.json", []byte(`{"id":"vault","initial":"closed","states":{
+	  "closed":{"on":{"OPEN":{"target":"open","meta":{"tool":{"approval":"keyholder","confirm":"Open the vault for {reason}?"}}},"KNOCK":"closed"}},
+	  "open":{"on":{"CLOSE":"closed"}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := workflow.New(m, workflow.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := store.NewMemory()
+	g := gate.New(gate.Options{Store: st, Logger: quietLog(), InspectLink: func(w, h string) string { return "http://inspector/" + w + "/" + h }})
+	if err := g.SetWorkflows([]*workflow.Workflow{w}); err != nil {
+		t.Fatal(err)
+	}
+	h := g.HTTPHandler(gate.HTTPOptions{})
+	srv := httptest.NewServer(principals(h))
+	t.Cleanup(srv.Close)
+	t.Cleanup(h.Close)
+	agent := mcptest.HTTP(t, srv.URL+"/mcp", mcptest.Options{Header: map[string]string{"X-Sub": "agent"}, Listen: true})
+	text, sc, isErr := agent.Call("vault_open", map[string]any{"reason": "the audit"})
+	if !isErr || sc["error"] != "PENDING" || sc["approval"] == nil || !strings.Contains(text, "keyholder") || !strings.Contains(text, "http://inspector/vault/") {
+		t.Fatalf("open: %s %v", text, sc)
+	}
+	handle, _ := sc["handle"].(string)
+	agent.AwaitTools("only the status tool while the call waits", func(ts map[string]mcp.Tool) bool {
+		_, open := ts["vault_open"]
+		_, status := ts["vault_status"]
+		return !open && status
+	})
+	if text, sc, _ := agent.Call("vault_knock", nil); sc["error"] != "PENDING" {
+		t.Errorf("another call while one waits: %s", text)
+	}
+	approvals, err := g.Instances().Approvals(context.Background())
+	if err != nil || len(approvals) != 1 || approvals[0].Confirm != "Open the vault for the audit?" || approvals[0].Principal.Sub != "agent" {
+		t.Fatalf("approvals: %+v %v", approvals, err)
+	}
+	agent.Drain()
+	if _, err := g.Instances().Approve(context.Background(), "vault", handle, approvals[0].ID, gate.Principal{Sub: "kim", Roles: []string{"keyholder"}, Auth: "jwt"}, "fine"); err != nil {
+		t.Fatal(err)
+	}
+	agent.AwaitChanged()
+	if _, sc, _ := agent.Call("vault_status", nil); sc["state"] != "open" || sc["pending"] != nil {
+		t.Errorf("after the approval: %v", sc)
+	}
+}

@@ -329,6 +329,9 @@ func (g *Gate) callBound(ctx context.Context, ref *toolRef, req mcp.CallToolRequ
 	if err != nil {
 		return g.fitOutput(ref.full, errorResult("ERROR", "ERROR: "+err.Error(), nil)), nil
 	}
+	if in.Pending != nil {
+		return g.fitOutput(ref.full, g.pendingResult(c, in, fmt.Sprintf("%s was not done: ", b.name))), nil
+	}
 	if v := g.view(in); !contains(v.tools, b.name) {
 		return g.fitOutput(ref.full, refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", b.name, workflow.StateString(in.Snapshot)), m, c.handle, g.seen(v, c.principal))), nil
 	}

@@ -145,6 +145,10 @@ func (g *Gate) callEvent(c *call) *mcp.CallToolResult {
 		return bad
 	}
 	var confirmed *store.Confirmation
+	if t.Approval != "" || t.Confirm != "" && !canElicit(c.ctx) && g.opts.InspectLink != nil {
+		// An operator approves it: the call waits for that.
+		return g.pend(c, t)
+	}
 	if t.Confirm != "" {
 		// Asked before the instance is held: the human's time holds no
 		// event of it; what the call may do is checked again once held.
@@ -167,6 +171,9 @@ func (g *Gate) callEvent(c *call) *mcp.CallToolResult {
 	defer h.Release()
 	ev := eventOf(t.Event, c.args, m.HandleKey, c.principal)
 	check := func(in *workflow.Instance) error {
+		if in.Pending != nil {
+			return &refused{res: g.pendingResult(c, in, fmt.Sprintf("%s was not done: ", t.Name))}
+		}
 		if v := g.view(in); !contains(v.tools, t.Name) {
 			return &refused{res: refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", t.Name, workflow.StateString(in.Snapshot)), m, c.handle, g.seen(v, c.principal))}
 		}
@@ -199,6 +206,8 @@ func (g *Gate) eventFailed(c *call, tool, event string, err error) *mcp.CallTool
 	switch {
 	case errors.As(err, &r):
 		return r.res
+	case errors.As(err, &ee) && errors.Is(err, workflow.ErrPending):
+		return g.pendingResult(c, ee.Instance, fmt.Sprintf("%s was not done: ", tool))
 	case errors.As(err, &ee) && errors.Is(err, workflow.ErrRejected):
 		why := fmt.Sprintf("the %s workflow does not take %s with these arguments in state %s", m.ID, event, workflow.StateString(ee.Instance.Snapshot))
 		if ee.Cause != nil {
@@ -232,6 +241,10 @@ func (g *Gate) status(c *call) *mcp.CallToolResult {
 	}
 	if in.Migrated != nil {
 		sc["migrated"] = in.Migrated
+	}
+	if p := in.Pending; p != nil {
+		sc["pending"] = map[string]any{"tool": p.Tool, "by": p.Principal.Sub, "roles": p.Roles, "confirm": p.Confirm, "time": p.Time, "approval": p.ID}
+		res.Content = append(res.Content, mcp.NewTextContent(fmt.Sprintf("Waiting: %s (called by %s) awaits an operator's approval; the workflow takes no other call until it is settled.", p.Tool, p.Principal.Sub)))
 	}
 	if doubt, err := g.inst.InDoubt(c.ctx, m.ID, handle); err == nil && len(doubt) > 0 {
 		list := make([]map[string]any, len(doubt))

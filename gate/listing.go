@@ -79,6 +79,9 @@ func (g *Gate) view(in *workflow.Instance) view {
 	}
 	c.mu.Unlock()
 	v := g.viewOf(sv, in.Workflow, in.Snapshot)
+	if in.Pending != nil {
+		v.tools = []string{in.Workflow.StatusTool} // it takes no call until the approval is settled
+	}
 	c.mu.Lock()
 	if c.m == nil {
 		c.m = map[store.Key]cachedView{}

@@ -57,13 +57,16 @@ const recordWhat = "record (snapshot, timers and machine version)"
 // recordJSON is a record as JSON, in parts: its snapshot as it is (null
 // for a reset's) and the rest as json.Marshal writes it.
 type recordJSON struct {
-	snap, machineVersion, updated, timers []byte
+	snap, machineVersion, updated, timers, pending []byte
 }
 
 func (r recordJSON) size() int {
 	n := len(`{"snapshot":`) + len(r.snap) + len(`,"machineVersion":`) + len(r.machineVersion) + len(`,"updated":`) + len(r.updated) + len(`}`)
 	if r.timers != nil {
 		n += len(`,"timers":`) + len(r.timers)
+	}
+	if r.pending != nil {
+		n += len(`,"pending":`) + len(r.pending)
 	}
 	return n
 }
@@ -78,6 +81,10 @@ func (r recordJSON) appendTo(b []byte) []byte {
 	if r.timers != nil {
 		b = append(b, `,"timers":`...)
 		b = append(b, r.timers...)
+	}
+	if r.pending != nil {
+		b = append(b, `,"pending":`...)
+		b = append(b, r.pending...)
 	}
 	return append(b, '}')
 }
@@ -97,6 +104,11 @@ func partsOf(rec Record) (recordJSON, error) {
 	}
 	if len(rec.Timers) > 0 {
 		if r.timers, err = json.Marshal(rec.Timers); err != nil {
+			return recordJSON{}, err
+		}
+	}
+	if rec.Pending != nil {
+		if r.pending, err = json.Marshal(rec.Pending); err != nil {
 			return recordJSON{}, err
 		}
 	}

@@ -83,9 +83,33 @@ type Record struct {
 	Updated time.Time `json:"updated"`
 	// Timers are the instance's pending delayed events (`after`).
 	Timers []Timer `json:"timers,omitempty"`
+	// Pending, when set, is a call that waits for an operator's
+	// approval: the instance takes no other call until it is settled.
+	Pending *Pending `json:"pending,omitempty"`
 	// Audit, when set on Save, is appended to the instance's audit trail
 	// in the same write.
 	Audit *AuditEntry `json:"-"`
+}
+
+// A Pending is a call that waits for an operator's approval before its
+// event is sent.
+type Pending struct {
+	// ID names it, for the approval (an operator approves this one, not a
+	// later one).
+	ID string `json:"id"`
+	// Tool is the tool called, Event the event its approval sends (type,
+	// principal and arguments).
+	Tool  string         `json:"tool"`
+	Event map[string]any `json:"event"`
+	// Principal is who called.
+	Principal Principal `json:"principal"`
+	// Roles are the roles of the operators who may approve it: one of
+	// them (none: any operator).
+	Roles []string `json:"roles,omitempty"`
+	// Confirm says what is approved, in words.
+	Confirm string `json:"confirm,omitempty"`
+	// Time is when it was asked for.
+	Time time.Time `json:"time"`
 }
 
 // IsReset reports whether the record is a reset (it has no snapshot).

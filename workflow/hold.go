@@ -2,7 +2,11 @@ package workflow
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/stategate/stategate/interp"
@@ -68,6 +72,9 @@ func (h *Hold) Apply(ctx context.Context, ev interp.Event, entry store.AuditEntr
 			}
 		}
 		snap := in.Snapshot
+		if in.Pending != nil && !approving(ctx, in.Pending.ID) {
+			return nil, nil, &EventError{Kind: ErrPending, Cause: fmt.Errorf("%s (called by %s) waits for an operator's approval", in.Pending.Tool, in.Pending.Principal.Sub), Instance: in}
+		}
 		if ok, err := snap.Can(ev); err != nil || !ok {
 			return nil, nil, &EventError{Kind: ErrRejected, Cause: err, Instance: in}
 		}
@@ -83,7 +90,11 @@ func (h *Hold) Apply(ctx context.Context, ev interp.Event, entry store.AuditEntr
 			return nil, nil, &EventError{Kind: ErrFailed, Cause: cause, Instance: in}
 		}
 		e := entry
-		saved, err := x.save(ctx, in, out.snap, out.timers, &e)
+		var pending *store.Pending // an approval clears what it approves
+		if !approving(ctx, "") {
+			pending = in.Pending
+		}
+		saved, err := x.save(ctx, in, out.snap, out.timers, pending, &e)
 		if errors.Is(err, store.ErrConflict) && attempt < maxSaveRetries {
 			continue
 		}
@@ -104,7 +115,7 @@ func (h *Hold) Save(ctx context.Context, entry store.AuditEntry) (*Instance, err
 	if err != nil {
 		return nil, err
 	}
-	return h.x.save(ctx, in, in.Snapshot, in.Timers, &entry)
+	return h.x.save(ctx, in, in.Snapshot, in.Timers, in.Pending, &entry)
 }
 
 // Restart stores the held instance afresh, in the machine's initial state
@@ -118,7 +129,107 @@ func (h *Hold) Restart(ctx context.Context, entry store.AuditEntry) (*Instance, 
 	if err != nil {
 		return nil, err
 	}
-	return h.x.save(ctx, in, snap, timers, &entry)
+	return h.x.save(ctx, in, snap, timers, nil, &entry)
+}
+
+// Pend stores the held instance with a call that waits for an operator's
+// approval (its ID made here), with an audit entry: until it is approved
+// or declined, the instance takes no other event from a call or Send
+// (ErrPending). It returns the stored instance; ErrPending when another
+// call waits already.
+func (h *Hold) Pend(ctx context.Context, p store.Pending, entry store.AuditEntry) (*Instance, error) {
+	in, err := h.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if in.Pending != nil {
+		return nil, &EventError{Kind: ErrPending, Cause: fmt.Errorf("%s (called by %s) waits for an operator's approval", in.Pending.Tool, in.Pending.Principal.Sub), Instance: in}
+	}
+	p.ID = rand.Text()[:16]
+	p.Time = h.x.clock.Now()
+	return h.x.save(ctx, in, in.Snapshot, in.Timers, &p, &entry)
+}
+
+// ErrNoPending is returned by Approve and Decline when the instance has
+// no such call waiting (settled meanwhile, or another one).
+var ErrNoPending = errors.New("no such call waits for approval")
+
+// Approve approves the held instance's waiting call: its event is sent
+// (as Apply sends it: the machine must take it, else nothing changes and
+// the call still waits), with an audit entry naming the call's principal
+// and who approved it (Confirmed, via "operator"), and the wait ends.
+func (h *Hold) Approve(ctx context.Context, id string, by store.Principal, comment string) (*Instance, error) {
+	in, err := h.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p := in.Pending
+	if p == nil || p.ID != id {
+		return nil, ErrNoPending
+	}
+	if err := mayApprove(p, by); err != nil {
+		return nil, err
+	}
+	ev, _ := interp.EventFromObject(p.Event)
+	principal := p.Principal
+	entry := store.AuditEntry{Tool: p.Tool, Event: p.Event, Principal: &principal, Note: "approved by an operator",
+		Confirmed: &store.Confirmation{By: by, Via: "operator", Comment: comment}}
+	saved, _, err := h.Apply(context.WithValue(ctx, approvalKey{}, id), ev, entry, nil)
+	return saved, err
+}
+
+// Decline declines the held instance's waiting call: nothing is sent, the
+// wait ends, and an audit entry says who declined it and why.
+func (h *Hold) Decline(ctx context.Context, id string, by store.Principal, comment string) (*Instance, error) {
+	in, err := h.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p := in.Pending
+	if p == nil || p.ID != id {
+		return nil, ErrNoPending
+	}
+	if err := mayApprove(p, by); err != nil {
+		return nil, err
+	}
+	note := "declined by an operator"
+	if comment != "" {
+		note += ": " + comment
+	}
+	return h.x.save(ctx, in, in.Snapshot, in.Timers, nil, &store.AuditEntry{Tool: p.Tool, Principal: &by, Note: note,
+		Confirmed: &store.Confirmation{By: by, Via: "operator", Comment: comment}})
+}
+
+// ErrNotApprover is wrapped by the error of an approval (or a decline)
+// by an operator who holds none of the roles the call names.
+var ErrNotApprover = errors.New("the operator may not settle this call")
+
+// mayApprove checks that an operator holds one of a waiting call's roles
+// (any operator may settle one that names none), and is not its caller.
+func mayApprove(p *store.Pending, by store.Principal) error {
+	if by.Sub == p.Principal.Sub && by.Auth != "none" {
+		return fmt.Errorf("%w: %s called %s, and may not approve it too", ErrNotApprover, by.Sub, p.Tool)
+	}
+	if len(p.Roles) == 0 {
+		return nil
+	}
+	for _, r := range p.Roles {
+		if slices.Contains(by.Roles, r) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s needs the role %s to settle %s", ErrNotApprover, by.Sub, strings.Join(p.Roles, " or "), p.Tool)
+}
+
+// approvalKey marks the context of an Approve's Apply: the event it sends
+// is the waiting call's.
+type approvalKey struct{}
+
+// approving reports whether ctx is an Approve's for the waiting call id
+// (any call, for "").
+func approving(ctx context.Context, id string) bool {
+	got, ok := ctx.Value(approvalKey{}).(string)
+	return ok && (id == "" || got == id)
 }
 
 // keyedMutex holds instances, one holder at a time per key; a waiter

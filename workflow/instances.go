@@ -49,6 +49,81 @@ type Instances struct {
 
 	// watchers are told of every change of a stored instance (Subscribe).
 	watchers listeners[Change]
+
+	// waiting are the calls that wait for an operator's approval, by
+	// instance (Approvals).
+	waitMu  sync.Mutex
+	waiting map[store.Key]*store.Pending
+
+	// loaded is set once the stored instances' timers and waiting calls
+	// are known (loadStored).
+	loadMu sync.Mutex
+	loaded bool
+}
+
+// setPending records an instance's waiting call (nil: none).
+func (x *Instances) setPending(k store.Key, p *store.Pending) {
+	x.waitMu.Lock()
+	defer x.waitMu.Unlock()
+	if p == nil {
+		delete(x.waiting, k)
+		return
+	}
+	if x.waiting == nil {
+		x.waiting = map[store.Key]*store.Pending{}
+	}
+	x.waiting[k] = p
+}
+
+// Approve approves an instance's waiting call (Hold.Approve), as the
+// operator by.
+func (x *Instances) Approve(ctx context.Context, workflow, handle, id string, by store.Principal, comment string) (*State, error) {
+	return x.settle(ctx, workflow, handle, func(h *Hold) (*Instance, error) { return h.Approve(ctx, id, by, comment) })
+}
+
+// Decline declines an instance's waiting call (Hold.Decline), as the
+// operator by.
+func (x *Instances) Decline(ctx context.Context, workflow, handle, id string, by store.Principal, comment string) (*State, error) {
+	return x.settle(ctx, workflow, handle, func(h *Hold) (*Instance, error) { return h.Decline(ctx, id, by, comment) })
+}
+
+func (x *Instances) settle(ctx context.Context, workflow, handle string, f func(*Hold) (*Instance, error)) (*State, error) {
+	w, err := x.served(workflow, handle)
+	if err != nil {
+		return nil, err
+	}
+	h, err := x.Hold(ctx, w, handle)
+	if err != nil {
+		return nil, err
+	}
+	defer h.Release()
+	in, err := f(h)
+	if err != nil {
+		return nil, err
+	}
+	return in.State(), nil
+}
+
+// An Approval is a call that waits for an operator's approval.
+type Approval struct {
+	Workflow, Handle string
+	store.Pending
+}
+
+// Approvals returns the calls that wait for an operator's approval,
+// oldest first (the stored instances are read once, the first time).
+func (x *Instances) Approvals(ctx context.Context) ([]Approval, error) {
+	if err := x.loadStored(ctx); err != nil {
+		return nil, err
+	}
+	x.waitMu.Lock()
+	defer x.waitMu.Unlock()
+	out := make([]Approval, 0, len(x.waiting))
+	for k, p := range x.waiting {
+		out = append(out, Approval{Workflow: k.Machine, Handle: k.Handle, Pending: *p})
+	}
+	slices.SortFunc(out, func(a, b Approval) int { return a.Time.Compare(b.Time) })
+	return out, nil
 }
 
 // InstancesOptions configure Instances.
@@ -143,6 +218,11 @@ type Instance struct {
 	// machine and it was moved to a surviving one; the next save records
 	// it in the audit trail.
 	Migrated *store.Migration
+	// Pending, when set, is a call that waits for an operator's approval
+	// (Hold.Pend): the instance takes no other event from a call or Send
+	// until it is settled (Hold.Approve, Hold.Decline); its timers still
+	// fire.
+	Pending *store.Pending
 }
 
 // Key is the instance's key in the store.
@@ -219,7 +299,7 @@ func (x *Instances) restore(w *Workflow, handle string, rec store.Record, versio
 			"machine", w.ID, "handle", handle, "from", string(from), "to", StateString(snap),
 			"machineVersion", w.Version, "storedWith", rec.MachineVersion)
 	}
-	return &Instance{Workflow: w, Handle: handle, Snapshot: snap, Version: version, Timers: rec.Timers, Migrated: migrated}, nil
+	return &Instance{Workflow: w, Handle: handle, Snapshot: snap, Version: version, Timers: rec.Timers, Migrated: migrated, Pending: rec.Pending}, nil
 }
 
 func (x *Instances) remember(key store.Key, in *Instance) {
@@ -243,8 +323,9 @@ func (x *Instances) forget(key store.Key) {
 }
 
 // save stores an instance's new snapshot if nobody changed it since it was
-// loaded, and returns the stored instance. Subscribers are told.
-func (x *Instances) save(ctx context.Context, in *Instance, snap *interp.Snapshot, timers []store.Timer, audit *store.AuditEntry) (*Instance, error) {
+// loaded, with its pending approval (if any), and returns the stored
+// instance. Subscribers are told.
+func (x *Instances) save(ctx context.Context, in *Instance, snap *interp.Snapshot, timers []store.Timer, pending *store.Pending, audit *store.AuditEntry) (*Instance, error) {
 	data, err := snap.MarshalJSON() // as json.Marshal writes it, without its second pass
 	if err != nil {
 		return nil, err
@@ -263,16 +344,17 @@ func (x *Instances) save(ctx context.Context, in *Instance, snap *interp.Snapsho
 			audit.Intent.Run = x.run
 		}
 	}
-	rec := store.Record{Snapshot: data, MachineVersion: in.Workflow.Version, Updated: now, Timers: timers, Audit: audit}
+	rec := store.Record{Snapshot: data, MachineVersion: in.Workflow.Version, Updated: now, Timers: timers, Pending: pending, Audit: audit}
 	v, err := x.store.Save(ctx, key, rec, in.Version)
 	if err != nil {
 		x.forget(key) // reload from the store next time
 		return nil, err
 	}
-	next := &Instance{Workflow: in.Workflow, Handle: in.Handle, Snapshot: snap, Version: v, Timers: timers}
+	next := &Instance{Workflow: in.Workflow, Handle: in.Handle, Snapshot: snap, Version: v, Timers: timers, Pending: pending}
 	x.remember(key, next)
 	x.sched.set(key, timers)
-	x.watchers.tell(context.WithoutCancel(ctx), Change{Workflow: in.Workflow.ID, Handle: in.Handle, Version: v, Moved: snap != in.Snapshot})
+	x.setPending(key, pending)
+	x.watchers.tell(context.WithoutCancel(ctx), Change{Workflow: in.Workflow.ID, Handle: in.Handle, Version: v, Moved: snap != in.Snapshot || pending != in.Pending})
 	return next, nil
 }
 
@@ -410,6 +492,10 @@ var ErrUnknownWorkflow = errors.New("no such workflow")
 // not take in its state (XState's snapshot.can says no): nothing changed.
 var ErrRejected = errors.New("the workflow does not take the event now")
 
+// ErrPending is wrapped by the error of an event on an instance whose
+// call waits for an operator's approval: nothing changed.
+var ErrPending = errors.New("the instance waits for an operator's approval")
+
 // ErrFailed is wrapped by the error of an event whose step failed (a guard
 // or action threw, the event ran out of time, or stategate itself
 // failed): the instance keeps its state.
@@ -484,12 +570,14 @@ type State struct {
 	Timers []store.Timer
 	// Emitted are the events the machine emitted during a Send.
 	Emitted []map[string]any
+	// Pending is the call that waits for an operator's approval, if any.
+	Pending *store.Pending
 }
 
 // State returns the instance as Go code sees it.
 func (in *Instance) State() *State {
 	s := &State{Workflow: in.Workflow.ID, Handle: in.Handle, Value: in.Snapshot.Value(), Status: in.Snapshot.Status.String(),
-		Context: in.Snapshot.Context, Version: in.Version, Timers: in.Timers}
+		Context: in.Snapshot.Context, Version: in.Version, Timers: in.Timers, Pending: in.Pending}
 	switch in.Snapshot.Status {
 	case interp.StatusDone:
 		s.Output = in.Snapshot.Output()
@@ -651,6 +739,7 @@ func (x *Instances) Reset(ctx context.Context, workflow, handle, note string) er
 		return err
 	}
 	x.sched.set(key, nil)
+	x.setPending(key, nil)
 	x.watchers.tell(context.WithoutCancel(ctx), Change{Workflow: w.ID, Handle: handle, Version: v, Moved: true})
 	return nil
 }
@@ -660,9 +749,10 @@ func (x *Instances) Reset(ctx context.Context, workflow, handle, note string) er
 type Change struct {
 	Workflow, Handle string
 	Version          uint64
-	// Moved is set when its snapshot changed (a transition, a timer, a
-	// reset); an intent or its settling that made no transition leaves
-	// it unset.
+	// Moved is set when its snapshot or its waiting call changed (a
+	// transition, a timer, a reset, a call put to or settled by an
+	// operator); an intent or its settling that made no transition
+	// leaves it unset.
 	Moved bool
 }
 

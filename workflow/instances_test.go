@@ -328,3 +328,73 @@ func TestLibraryKnowsProjectFolders(t *testing.T) {
 		t.Errorf("check:\n%s", lines)
 	}
 }
+
+// TestApprovals: a call put to an operator waits, stored with its
+// instance, which takes no other event meanwhile; only an operator holding
+// its role, and not its caller, settles it; an approval sends its event
+// with the caller as principal and the operator as confirmation; a
+// decline sends nothing; a new run on the store knows the waiting calls.
+func TestApprovals(t *testing.T) {
+	w := doorWorkflow(t)
+	st := store.NewMemory()
+	x := instances(t, workflow.InstancesOptions{Store: st}, w)
+	ctx := context.Background()
+	caller := store.Principal{Sub: "agent", Auth: "test"}
+	pend := func(handle string) string {
+		t.Helper()
+		h, err := x.Hold(ctx, w, handle)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Release()
+		in, err := h.Pend(ctx, store.Pending{Tool: "door_open", Event: map[string]any{"type": "OPEN", "principal": map[string]any{"sub": "agent"}}, Principal: caller, Roles: []string{"keyholder"}, Confirm: "Open the door?"},
+			store.AuditEntry{Tool: "door_open", Principal: &caller})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.Pend(ctx, store.Pending{Tool: "door_open"}, store.AuditEntry{}); !errors.Is(err, workflow.ErrPending) {
+			t.Fatalf("a second call put to an operator: %v", err)
+		}
+		return in.Pending.ID
+	}
+	id := pend("d1")
+	if _, err := x.Send(ctx, "door", "d1", interp.Event{Type: "OPEN"}); !errors.Is(err, workflow.ErrPending) {
+		t.Fatalf("an event while a call waits: %v", err)
+	}
+	if a, _ := x.Approvals(ctx); len(a) != 1 || a[0].Handle != "d1" || a[0].ID != id || a[0].Confirm != "Open the door?" {
+		t.Fatalf("approvals: %+v", a)
+	}
+	if _, err := x.Approve(ctx, "door", "d1", id, store.Principal{Sub: "eve", Roles: []string{"visitor"}}, ""); !errors.Is(err, workflow.ErrNotApprover) {
+		t.Errorf("an approval without the role: %v", err)
+	}
+	if _, err := x.Approve(ctx, "door", "d1", id, store.Principal{Sub: "agent", Roles: []string{"keyholder"}, Auth: "test"}, ""); !errors.Is(err, workflow.ErrNotApprover) {
+		t.Errorf("the caller approving its own call: %v", err)
+	}
+	if _, err := x.Approve(ctx, "door", "d1", "nope", store.Principal{Sub: "kim", Roles: []string{"keyholder"}}, ""); !errors.Is(err, workflow.ErrNoPending) {
+		t.Errorf("an approval of another call: %v", err)
+	}
+	// Another run on the store knows the waiting calls.
+	pend("d2")
+	y := instances(t, workflow.InstancesOptions{Store: st}, w)
+	if a, err := y.Approvals(ctx); err != nil || len(a) != 2 || a[0].Handle != "d1" || a[1].Handle != "d2" {
+		t.Fatalf("the other run's approvals: %+v %v", a, err)
+	}
+	s, err := y.Approve(ctx, "door", "d1", id, store.Principal{Sub: "kim", Roles: []string{"keyholder"}}, "ok")
+	if err != nil || s.Value != "open" || s.Pending != nil {
+		t.Fatalf("approved: %+v %v", s, err)
+	}
+	trail, _ := st.Audit(ctx, store.Key{Machine: "door", Handle: "d1"}, 0)
+	last := trail[len(trail)-1]
+	if last.Principal == nil || last.Principal.Sub != "agent" || last.Confirmed == nil || last.Confirmed.By.Sub != "kim" || last.Confirmed.Via != "operator" || last.Confirmed.Comment != "ok" || last.To != "open" {
+		t.Fatalf("the approval's entry: %+v", last)
+	}
+	// A decline sends nothing.
+	left, _ := y.Approvals(ctx)
+	s, err = y.Decline(ctx, "door", "d2", left[0].ID, store.Principal{Sub: "kim", Roles: []string{"keyholder"}}, "not now")
+	if left, _ = y.Approvals(ctx); err != nil || s.Value != "closed" || s.Pending != nil || len(left) != 0 {
+		t.Fatalf("declined: %+v %v (approvals %v)", s, err, left)
+	}
+	if _, err := y.Send(ctx, "door", "d2", interp.Event{Type: "OPEN"}); err != nil {
+		t.Errorf("after the decline, an event: %v", err)
+	}
+}

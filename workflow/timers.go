@@ -95,18 +95,8 @@ func (s *scheduler) next() (store.Key, store.Timer, bool) {
 // timers as they fall due on the instances' clock, until ctx ends.
 // Overdue timers fire at once.
 func (x *Instances) RunTimers(ctx context.Context) error {
-	keys, err := x.store.List(ctx)
-	if err != nil {
+	if err := x.loadStored(ctx); err != nil {
 		return err
-	}
-	for _, k := range keys {
-		if k.IsMeta() {
-			continue
-		}
-		rec, _, err := x.store.Load(ctx, k)
-		if err == nil && len(rec.Timers) > 0 {
-			x.sched.set(k, rec.Timers)
-		}
 	}
 	s := x.sched
 	for {
@@ -135,6 +125,38 @@ func (x *Instances) RunTimers(ctx context.Context) error {
 			x.fireTimer(ctx, k, t)
 		}
 	}
+}
+
+// loadStored learns, once, the pending timers and the waiting calls of
+// every stored instance (those this process stores are known as it
+// stores them).
+func (x *Instances) loadStored(ctx context.Context) error {
+	x.loadMu.Lock()
+	defer x.loadMu.Unlock()
+	if x.loaded {
+		return nil
+	}
+	keys, err := x.store.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if k.IsMeta() {
+			continue
+		}
+		rec, _, err := x.store.Load(ctx, k)
+		if err != nil {
+			continue
+		}
+		if len(rec.Timers) > 0 {
+			x.sched.set(k, rec.Timers)
+		}
+		if rec.Pending != nil {
+			x.setPending(k, rec.Pending)
+		}
+	}
+	x.loaded = true
+	return nil
 }
 
 // fireTimer delivers a due timer's event to its instance and stores the
@@ -183,7 +205,7 @@ func (x *Instances) fireTimer(ctx context.Context, k store.Key, t store.Timer) {
 		x.log.Error("timer: the machine failed; the instance keeps its state", "machine", w.ID, "handle", k.Handle, "event", ev.Type, "err", out.snap.Err())
 		out = stepOutcome{snap: in.Snapshot, timers: withoutTimer(in.Timers, *current)}
 	}
-	if _, err := x.save(ctx, in, out.snap, out.timers, &store.AuditEntry{Tool: TimerTool, Event: ev.Object(), Principal: &sys}); err != nil {
+	if _, err := x.save(ctx, in, out.snap, out.timers, in.Pending, &store.AuditEntry{Tool: TimerTool, Event: ev.Object(), Principal: &sys}); err != nil {
 		x.log.Error("timer: cannot store instance", "machine", w.ID, "handle", k.Handle, "err", err)
 		x.sched.drop(k, t)
 		return

@@ -133,7 +133,8 @@ func testRoundTrip(t *testing.T, e Engine) {
 	rec := store.Record{Snapshot: snap, MachineVersion: "84ba43f72e65c37e", Updated: when, Timers: []store.Timer{
 		{ID: "t1", Event: map[string]any{"type": "xstate.after.1000.m.s"}, Due: due},
 		{ID: "t2", Event: map[string]any{"type": "PING"}, Due: due, Path: []string{"child"}, To: "/"},
-	}}
+	}, Pending: &store.Pending{ID: "p1", Tool: "invoice_pay", Event: map[string]any{"type": "PAY", "amount": 120.0},
+		Principal: store.Principal{Sub: "agent", Roles: []string{"clerk"}, Auth: "jwt"}, Roles: []string{"finance"}, Confirm: "Pay 120?", Time: when}}
 	if _, err := s.Save(ctx, k, rec, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -155,6 +156,10 @@ func testRoundTrip(t *testing.T, e Engine) {
 			if !tm.Same(want) || tm.To != want.To || !tm.Due.Equal(want.Due) || tm.Event["type"] != want.Event["type"] {
 				t.Fatalf("timer %d: %+v, want %+v", i, tm, want)
 			}
+		}
+		if p := got.Pending; p == nil || p.ID != "p1" || p.Tool != "invoice_pay" || p.Event["amount"] != 120.0 || p.Principal.Sub != "agent" ||
+			len(p.Roles) != 1 || p.Roles[0] != "finance" || p.Confirm != "Pay 120?" || !p.Time.Equal(when) {
+			t.Fatalf("pending: %+v", got.Pending)
 		}
 		if got.Audit != nil {
 			t.Fatalf("a loaded record has an audit entry: %+v", got.Audit)
