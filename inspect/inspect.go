@@ -445,6 +445,8 @@ type auditRow struct {
 	Event    string // the event's type
 	From, To string
 	InDoubt  bool
+	Who      string // who made it, and how they were authenticated
+	Confirm  string // who confirmed it, how, and why
 }
 
 type instanceData struct {
@@ -529,11 +531,23 @@ func (h *Handler) instance(w http.ResponseWriter, r *http.Request) {
 
 func auditOf(e store.AuditEntry, inDoubt bool) auditRow {
 	a := auditRow{AuditEntry: e, InDoubt: inDoubt, From: stateString(e.From), To: stateString(e.To)}
+	if p := e.Principal; p != nil {
+		a.Who = p.Sub
+		if p.Auth != "" && p.Auth != "system" {
+			a.Who += " (" + p.Auth + ")"
+		}
+	}
+	if c := e.Confirmed; c != nil {
+		a.Confirm = "confirmed by " + c.By.Sub + " (" + c.Via + ")"
+		if c.Comment != "" {
+			a.Confirm += ": " + c.Comment
+		}
+	}
 	if e.Event != nil {
 		a.Event, _ = e.Event["type"].(string)
 		payload := map[string]any{}
 		for k, v := range e.Event {
-			if k != "type" {
+			if k != "type" && k != "principal" { // who is a column of its own
 				payload[k] = v
 			}
 		}

@@ -129,6 +129,18 @@ func (c *stateHistoryCmd) Run(parent *stateCmd, stdout io.Writer) error {
 		to, _ := json.Marshal(e.To)
 		ev, _ := json.Marshal(e.Event)
 		fmt.Fprintf(stdout, "%s\tv%d\t%s\t%s -> %s\t%s\tsession %s", e.Time.Format("2006-01-02 15:04:05.000"), e.Version, e.Tool, from, to, ev, e.Session)
+		if p := e.Principal; p != nil {
+			fmt.Fprintf(stdout, "\tby %s", printable(p.Sub))
+			if p.Auth != "" {
+				fmt.Fprintf(stdout, " (%s)", printable(p.Auth))
+			}
+		}
+		if c := e.Confirmed; c != nil {
+			fmt.Fprintf(stdout, "\tconfirmed by %s (%s)", printable(c.By.Sub), printable(c.Via))
+			if c.Comment != "" {
+				fmt.Fprintf(stdout, ": %s", printable(c.Comment))
+			}
+		}
 		if e.Note != "" {
 			fmt.Fprintf(stdout, "\t%s", e.Note)
 		}
@@ -177,4 +189,11 @@ func writeJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
+}
+
+// printable renders what a client or a token gave (a subject, a comment)
+// for a terminal: control characters escaped, as JSON escapes them.
+func printable(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b[1 : len(b)-1])
 }
