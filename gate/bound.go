@@ -306,6 +306,11 @@ func (g *Gate) callBound(ctx context.Context, ref *toolRef, req mcp.CallToolRequ
 	if bad := g.forbiddenRole(c, b.name, b.roles); bad != nil {
 		return g.fitOutput(ref.full, bad), nil
 	}
+	if ref.checkArgs != nil {
+		if err := ref.checkArgs(c.args); err != nil {
+			return g.fitOutput(ref.full, errorResult("INVALID_ARGUMENTS", "INVALID_ARGUMENTS: "+err.Error(), map[string]any{"tool": b.name})), nil
+		}
+	}
 	var confirmed *store.Confirmation
 	if b.confirm != "" {
 		v, err := g.current(ctx, m, c.handle)
@@ -397,8 +402,11 @@ func (g *Gate) callBound(ctx context.Context, ref *toolRef, req mcp.CallToolRequ
 		meta = map[string]any{"machine": m.ID, "handle": c.handle, "state": in.Snapshot.Value(), "event": ev.Type, "error": aerr.Error()}
 	} else {
 		v := g.seen(g.view(saved), c.principal)
-		note = fmt.Sprintf("The %s workflow %s is now in state %s (%s). Tools available now: %s.", m.ID, c.handle, workflow.StateString(v.snap), v.snap.Status, joinTools(v.tools))
+		note = whereNow(m, c.handle, v, "is now")
 		meta = map[string]any{"machine": m.ID, "handle": c.handle, "state": v.snap.Value(), "status": v.snap.Status.String(), "tools": v.tools}
+		if desc, tags := stateWords(v.snap); desc != "" || len(tags) > 0 {
+			meta["description"], meta["tags"] = desc, tags
+		}
 	}
 	return withNote(res, note, meta), herr
 }

@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -317,5 +318,74 @@ func TestBindingTyposAreErrors(t *testing.T) {
 	}
 	if _, sc, _ := c.Call("bill_discharge", map[string]any{"bill_id": "b1"}); sc["state"] != "discharged" {
 		t.Errorf("bill_discharge: %v", sc)
+	}
+}
+
+// TestBoundToolArgumentsAreChecked: a bound Go tool's arguments are
+// checked against its input schema, as an event tool's are: a call that
+// does not match is INVALID_ARGUMENTS, and its handler never runs.
+func TestBoundToolArgumentsAreChecked(t *testing.T) {
+	g := gate.New(gate.Options{Store: store.NewMemory(), Logger: quietLog()})
+	if err := g.SetWorkflows([]*workflow.Workflow{billWorkflow(t)}); err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	g.Tool(mcp.NewTool("pay", mcp.WithString("payer", mcp.Required()), mcp.WithNumber("amount", mcp.Min(1))),
+		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			ran++
+			return mcp.NewToolResultText("paid"), nil
+		}).BindState("bill", []string{"approved"}, "DISCHARGE")
+	srv := mcpserver.NewMCPServer("host", "1")
+	if err := g.Bind(srv); err != nil {
+		t.Fatal(err)
+	}
+	c := mcptest.InProcess(t, srv, mcptest.Options{})
+	c.Call("bill_approve", map[string]any{"bill_id": "b1"})
+	for _, args := range []map[string]any{{"bill_id": "b1"}, {"bill_id": "b1", "payer": 7}, {"bill_id": "b1", "payer": "acme", "amount": 0}} {
+		if text, sc, isErr := c.Call("pay", args); !isErr || sc["error"] != "INVALID_ARGUMENTS" {
+			t.Errorf("pay %v: %s", args, text)
+		}
+	}
+	if ran != 0 {
+		t.Errorf("the handler ran %d times for arguments its schema refuses", ran)
+	}
+	text, _, isErr := c.Call("pay", map[string]any{"bill_id": "b1", "payer": "acme", "amount": 5})
+	if isErr || ran != 1 || !strings.Contains(text, "paid") {
+		t.Errorf("pay with good arguments: %v %s", isErr, text)
+	}
+	res := c.Result("pay", map[string]any{"bill_id": "b1", "payer": "acme"}) // now discharged
+	if !res.IsError {
+		t.Errorf("pay once discharged: %s", mcptest.Text(res))
+	}
+	// The same sentence as an event tool's, and no output when there is none.
+	_, sc, _ := c.Call("bill_status", map[string]any{"bill_id": "b1"})
+	text, _, _ = c.Call("bill_status", map[string]any{"bill_id": "b1"})
+	if sc["status"] != "done" || strings.Contains(text, "Output: null") {
+		t.Errorf("status once done: %s", text)
+	}
+}
+
+// TestResultsSayWhatTheStateIs: a result carries what the machine says of
+// the states the instance is in: their descriptions (the most useful
+// sentence for a model) and tags.
+func TestResultsSayWhatTheStateIs(t *testing.T) {
+	m, _, err := (&xstate.Loader{}).Parse("leave.json", []byte(`{"id":"leave","initial":"asked","states":{
+	  "asked":{"description":"Waiting for the manager to approve the days off.","tags":["waiting"],"on":{"APPROVE":"granted"}},
+	  "granted":{"description":"The days off are granted.","tags":["done","ok"]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := workflow.New(m, workflow.Options{})
+	g := gate.New(gate.Options{Logger: quietLog(), SharedInstance: gate.DefaultInstance})
+	if err := g.SetWorkflows([]*workflow.Workflow{w}); err != nil {
+		t.Fatal(err)
+	}
+	c := mcptest.InProcess(t, g.Server(), mcptest.Options{})
+	text, sc, _ := c.Call("leave_status", nil)
+	if sc["description"] != "Waiting for the manager to approve the days off" || !strings.Contains(text, "asked (active): Waiting for the manager") || fmt.Sprint(sc["tags"]) != "[waiting]" {
+		t.Errorf("status: %s %v", text, sc)
+	}
+	if _, sc, _ := c.Call("leave_approve", nil); sc["description"] != "The days off are granted" || fmt.Sprint(sc["tags"]) != "[done ok]" {
+		t.Errorf("approve: %v", sc)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -110,10 +112,44 @@ func report(m *workflow.Workflow, handle string, v view, emitted []map[string]an
 	if len(emitted) > 0 {
 		sc["emitted"] = emitted
 	}
-	text := fmt.Sprintf("%s %s %s in state %s (%s). Tools available now: %s.", m.ID, handle, verb, workflow.StateString(s), s.Status, joinTools(v.tools))
-	if s.Status == interp.StatusDone {
-		out, _ := json.Marshal(s.Output())
-		text += " Output: " + string(out) + "."
+	desc, tags := stateWords(s)
+	if desc != "" {
+		sc["description"] = desc
 	}
-	return textResult(text, sc, false)
+	if len(tags) > 0 {
+		sc["tags"] = tags
+	}
+	return textResult(whereNow(m, handle, v, verb), sc, false)
+}
+
+// whereNow says where an instance is and what it allows: the sentence of
+// every answer that moved or read one (event tools, bound tools, status).
+func whereNow(m *workflow.Workflow, handle string, v view, verb string) string {
+	s := v.snap
+	text := fmt.Sprintf("%s %s %s in state %s (%s)", m.ID, handle, verb, workflow.StateString(s), s.Status)
+	if desc, _ := stateWords(s); desc != "" {
+		text += ": " + desc
+	}
+	text += fmt.Sprintf(". Tools available now: %s.", joinTools(v.tools))
+	if s.Status == interp.StatusDone {
+		if out := s.Output(); out != nil {
+			b, _ := json.Marshal(out)
+			text += " Output: " + string(b) + "."
+		}
+	}
+	return text
+}
+
+// stateWords are what a machine says of the states an instance is in:
+// the descriptions of its active states (innermost first, each once) and
+// their tags.
+func stateWords(s *interp.Snapshot) (description string, tags []string) {
+	var descs []string
+	nodes := s.Nodes()
+	for i := len(nodes) - 1; i >= 0; i-- {
+		if d := strings.TrimSpace(nodes[i].Description); d != "" && !slices.Contains(descs, d) {
+			descs = append(descs, strings.TrimSuffix(d, "."))
+		}
+	}
+	return strings.Join(descs, "; "), s.Tags()
 }

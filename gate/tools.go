@@ -34,6 +34,9 @@ type toolRef struct {
 	// keepHandle is set on an upstream tool that takes an argument of
 	// the handle key's name itself: it is forwarded.
 	keepHandle bool
+	// checkArgs checks a bound tool's arguments against its input schema
+	// (nil when it has none the gate could read).
+	checkArgs func(map[string]any) error
 }
 
 // owner names what made a tool, for errors.
@@ -91,6 +94,17 @@ func (g *Gate) serve(ms []*workflow.Workflow) (told bool, err error) {
 		if ref.kind != stateTool && ref.kind != passTool {
 			ref.full = g.mcpTool(name, ref, false)
 			ref.compact = g.mcpTool(name, ref, true)
+		}
+		if ref.kind == boundTool {
+			schema := ref.full.RawInputSchema
+			if schema == nil {
+				schema, _ = json.Marshal(ref.full.InputSchema)
+			}
+			check, err := workflow.ArgsChecker(name, schema)
+			if err != nil {
+				g.log.Warn("a bound tool's input schema cannot be read: its arguments are not checked", "tool", name, "err", err)
+			}
+			ref.checkArgs = check
 		}
 		ref.modern = g.modernTool(&ref)
 		tools[name] = &ref

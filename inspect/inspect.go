@@ -310,7 +310,7 @@ func (h *Handler) files(rows []instanceRow) []fileRow {
 	var out []fileRow
 	seen := map[string]bool{}
 	for _, wf := range h.opts.Instances.Workflows() {
-		f := fileRow{Workflow: wf.ID, File: h.relFile(wf.File), Version: shortVersion(wf.Version), Status: "served", Tools: len(wf.Tools), Instances: count[wf.ID], Title: description(wf.Machine)}
+		f := fileRow{Workflow: wf.ID, File: h.relFile(wf.File), Version: shortVersion(wf.Version), Status: "served", Tools: len(wf.ToolNames()), Instances: count[wf.ID], Title: description(wf.Machine)}
 		if err := errs[wf.File]; err != nil {
 			f.Status, f.Error = "stale", h.publicError(err)
 		}

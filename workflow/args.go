@@ -174,3 +174,26 @@ func jsonMeasure(v any, sizeLimit, depthLimit, depth int) (size, deepest int) {
 	}
 	return 24, depth // a number, a boolean, null
 }
+
+// ArgsChecker returns what checks a call's arguments against a tool's
+// input schema (JSON, as a tool lists it), as event tools' are checked:
+// for tools whose schema the machine does not give (a Go handler's, an
+// upstream server's).
+func ArgsChecker(tool string, schema []byte) (func(args map[string]any) error, error) {
+	var s any = map[string]any{"type": "object"}
+	if len(schema) > 0 {
+		if err := json.Unmarshal(schema, &s); err != nil {
+			return nil, fmt.Errorf("tool %s: inputSchema: %w", tool, err)
+		}
+	}
+	m, ok := s.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("tool %s: inputSchema is not an object", tool)
+	}
+	compiled, err := compileSchema(tool, m)
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: inputSchema: %w", tool, err)
+	}
+	t := &Tool{Name: tool, schema: compiled}
+	return t.Validate, nil
+}
