@@ -128,7 +128,8 @@ func TestWhoMayTakeAStep(t *testing.T) {
 		t.Error("expense_approve not listed to an approver, on a claim in review")
 	}
 	alice.Call("expense_submit", with("e2", "amount", 40, "payee", "Bakery"))
-	if text, sc, isErr := alice.Call("expense_approve", id("e2")); !isErr || sc["error"] != "REJECTED" {
+	if text, sc, isErr := alice.Call("expense_approve", id("e2")); !isErr || sc["error"] != "REJECTED" ||
+		!strings.Contains(text, `the guard notTheSubmitter said no (to "Approve the claim (an approver who did not submit it)")`) {
 		t.Errorf("alice approving her own claim: %s", text)
 	}
 	if _, sc, isErr := bob.Call("expense_approve", id("e2")); isErr || sc["state"] != "approved" {

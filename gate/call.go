@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -212,6 +214,8 @@ func (g *Gate) eventFailed(c *call, tool, event string, err error) *mcp.CallTool
 		why := fmt.Sprintf("the %s workflow does not take %s with these arguments in state %s", m.ID, event, workflow.StateString(ee.Instance.Snapshot))
 		if ee.Cause != nil {
 			why += ": " + ee.Cause.Error()
+		} else if said := guardsThatSaidNo(ee.Instance.Snapshot, event); said != "" {
+			why += ": " + said
 		}
 		return refusal("REJECTED", why, m, handle, g.seen(g.view(ee.Instance), c.principal))
 	case errors.As(err, &ee):
@@ -222,6 +226,31 @@ func (g *Gate) eventFailed(c *call, tool, event string, err error) *mcp.CallTool
 		return saveFailed(tool, se.Instance.Snapshot, se.Err)
 	}
 	return errorResult("ERROR", "ERROR: "+err.Error(), nil)
+}
+
+// guardsThatSaidNo says which guards refused an event the instance did
+// not take, with their transitions' descriptions: what the agent may fix.
+func guardsThatSaidNo(s *interp.Snapshot, event string) string {
+	var parts []string
+	for _, t := range s.Candidates(event) {
+		if t.Guard == nil {
+			continue
+		}
+		name := interp.GuardType(t.Guard)
+		if name == "" || strings.HasPrefix(name, "xstate.") {
+			name = "an inline guard"
+		} else {
+			name = "the guard " + name
+		}
+		part := name + " said no"
+		if d := strings.TrimSpace(t.Description); d != "" {
+			part += fmt.Sprintf(" (to %q)", strings.TrimSuffix(d, "."))
+		}
+		if !slices.Contains(parts, part) {
+			parts = append(parts, part)
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // status answers the status tool.

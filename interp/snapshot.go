@@ -293,3 +293,15 @@ func sameValue(a, b any) bool {
 	defer func() { _ = recover() }()
 	return a == b
 }
+
+// Candidates returns the transitions an event has in a snapshot's active
+// states, innermost states first (wildcards aside): when Can says no,
+// the guards of these are the ones that said no.
+func (s *Snapshot) Candidates(event string) []*Transition {
+	var out []*Transition
+	nodes := s.cfg.nodes
+	for i := len(nodes) - 1; i >= 0; i-- {
+		out = append(out, nodes[i].transitions[event]...)
+	}
+	return out
+}
