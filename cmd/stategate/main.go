@@ -28,13 +28,15 @@ import (
 // version is the binary's version, as MCP clients see it.
 const version = "0.1.0"
 
+// The commands, in the order a user needs them.
 type cli struct {
+	Init  initCmd  `cmd:"" help:"Start a machines folder: one commented machine, and the config that makes an MCP client start the server."`
 	Serve serveCmd `cmd:"" help:"Serve the machines of a folder as an MCP server whose tools follow each workflow's state."`
+	Check checkCmd `cmd:"" help:"Validate machine files; exit status 1 when any fails."`
+	Graph graphCmd `cmd:"" help:"Draw a machine file as SVG, DOT or Mermaid; with --data and --handle, an instance's active states and context."`
+	State stateCmd `cmd:"" help:"Inspect or reset the stored instances (when no server holds the store)."`
 	Trace traceCmd `cmd:"" help:"Run a conformance case and print its trace (the format of the conformance README)."`
 	Bench benchCmd `cmd:"" help:"Time conformance cases as scripts/bench-xstate.sh times XState; one JSON line per case."`
-	Check checkCmd `cmd:"" help:"Validate machine files; exit status 1 when any fails."`
-	State stateCmd `cmd:"" help:"Inspect or reset the stored instances (when no server holds the store)."`
-	Graph graphCmd `cmd:"" help:"Draw a machine file as SVG, DOT or Mermaid; with --data and --handle, an instance's active states and context."`
 
 	Version kong.VersionFlag `help:"Print the version and exit."`
 }
@@ -154,13 +156,28 @@ var errSilentFailure = errors.New("")
 
 func main() {
 	var c cli
-	ctx := kong.Parse(&c,
+	parser, err := kong.New(&c,
 		kong.Name("stategate"),
 		kong.Description("Runs XState v5 machines as the gate of an MCP server."),
-		kong.UsageOnError(),
 		kong.Vars{"version": "stategate " + version + " (XState " + xstate.Version + ")"},
 		kong.BindTo(io.Writer(os.Stdout), (*io.Writer)(nil)),
 	)
+	if err != nil {
+		panic(err) // the command line's definition is wrong: a bug
+	}
+	ctx, err := parser.Parse(os.Args[1:])
+	if err != nil {
+		// The one useful line, and where the rest is (not the whole
+		// usage); 2, as usage errors conventionally exit.
+		fmt.Fprintln(os.Stderr, "stategate:", err)
+		help := "stategate --help"
+		var pe *kong.ParseError
+		if errors.As(err, &pe) && pe.Context != nil && pe.Context.Selected() != nil {
+			help = "stategate " + pe.Context.Selected().Path() + " --help"
+		}
+		fmt.Fprintf(os.Stderr, "Run '%s' for the commands and flags.\n", help)
+		os.Exit(2)
+	}
 	// Steps allocate short-lived garbage and the live heap is small, so
 	// Go's default GC target makes collections frequent: unless GOGC is
 	// set, the commands that time steps trade memory for fewer of them.

@@ -175,3 +175,33 @@ func TestServeOnABusyPortLeavesNoStore(t *testing.T) {
 		t.Fatalf("a store was made at %s (%v)", data, err)
 	}
 }
+
+// TestUsageErrorsAreOneLine: a mistyped flag or command is one line that
+// says what is wrong, one that says where help is, and exit status 2 (not
+// the whole usage and status 80).
+func TestUsageErrorsAreOneLine(t *testing.T) {
+	for _, args := range [][]string{{"serve", "--nope"}, {"srve"}, {"check"}} {
+		stdout, stderr, code := runMain(t, args...)
+		lines := strings.Split(strings.TrimSpace(stderr), "\n")
+		if code != 2 || stdout != "" || len(lines) != 2 || !strings.HasPrefix(lines[0], "stategate: ") || !strings.Contains(lines[1], "--help") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
+		}
+	}
+}
+
+// TestInitMakesAWorkingFolder: init writes a machine that check passes
+// and serve serves, and prints the client's config with absolute paths;
+// it writes nothing over a file.
+func TestInitMakesAWorkingFolder(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "machines")
+	stdout, stderr, code := runMain(t, "init", dir)
+	if code != 0 || !strings.Contains(stdout, filepath.Join(dir, "ticket.ts")) || !strings.Contains(stdout, `"args": [`) || !strings.Contains(stdout, `"`+dir+`"`) {
+		t.Fatalf("init: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if stdout, stderr, code := runMain(t, "check", dir); code != 0 || !strings.Contains(stdout, "ticket.ts: ok (4 states, 3 events)") {
+		t.Errorf("check of init's folder: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if _, stderr, code := runMain(t, "init", dir); code != 1 || !strings.Contains(stderr, "exists already") {
+		t.Errorf("init over its own file: exit %d %s", code, stderr)
+	}
+}

@@ -190,7 +190,9 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 		signal.Ignore(syscall.SIGPIPE)
 		log.Info("serving MCP over stdio", "store", where, "cores", runtime.GOMAXPROCS(0))
 		if term.IsTerminal(int(os.Stdin.Fd())) {
-			log.Info("stdin is a terminal: this server speaks MCP (JSON-RPC) on stdin and stdout, for an MCP client to start it (see README, \"Use it from an MCP client\"); to try it by hand, serve HTTP instead with --http 127.0.0.1:3001")
+			// A person started it, not a client: say what to do next.
+			dir, _ := filepath.Abs(c.Machines)
+			fmt.Fprintf(os.Stderr, "\nThis is an MCP server: it speaks JSON-RPC on stdin and stdout, for an MCP client to start it. Ctrl-C stops it.\n\n%s\n", nextSteps(dir))
 		}
 		return g.ServeStdio(ctx, os.Stdin, stdout)
 	}
