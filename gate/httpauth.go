@@ -178,9 +178,11 @@ func (h *HTTPHandler) metadataURL(r *http.Request) string {
 // reached it (the Host, https over TLS or behind a proxy that says so),
 // its authorization server the Authenticator's issuer, its scopes
 // HTTPOptions.Scopes, bearer tokens in the Authorization header only. It
-// is mcp-go's document and handler (GET and HEAD; OPTIONS answered; open
-// to any origin, as it is public), behind the Host and Origin checks of
-// /mcp but no token. Without an Authenticator it is 404.
+// is mcp-go's document and handler (GET and HEAD), behind the Host and
+// Origin checks of /mcp (so that the CORS headers mcp-go sets open it to
+// no other origin: a browser-based client must be served from the
+// server's own, as for /mcp) but no token. Without an Authenticator it is
+// 404.
 func (h *HTTPHandler) Metadata() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h.opts.Authenticator == nil || (r.URL.Path != MetadataPath && r.URL.Path != MetadataPath+"/mcp") {
