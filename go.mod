@@ -11,6 +11,7 @@ require (
 	github.com/dustin/go-humanize v1.0.1
 	github.com/evanw/esbuild v0.28.2
 	github.com/fsnotify/fsnotify v1.10.1
+	github.com/go-jose/go-jose/v4 v4.1.9
 	github.com/goccy/go-graphviz v0.2.10
 	github.com/jonboulle/clockwork v0.5.0
 	github.com/mark3labs/mcp-go v1.2.1

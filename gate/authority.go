@@ -27,17 +27,14 @@ import (
 
 // anonymous is the principal of a request whose transport named none (no
 // authentication configured).
-func anonymous() Principal { return Principal{Sub: "anonymous", Auth: "none"} }
+func anonymous() Principal { return AnonymousPrincipal() }
 
 // principalOf returns who makes a request: the transport's principal
-// (WithPrincipal), else the one the gate's options give stdio, else
-// anonymous.
+// (WithPrincipal: the HTTP handler's, or the context ServeStdio was
+// given), else anonymous.
 func (g *Gate) principalOf(ctx context.Context) Principal {
 	if p, ok := PrincipalFrom(ctx); ok {
 		return p
-	}
-	if ctx.Value(streamingKey{}) != nil && g.opts.StdioPrincipal != nil {
-		return *g.opts.StdioPrincipal
 	}
 	return anonymous()
 }

@@ -69,10 +69,6 @@ type Options struct {
 	// Upstreams, when set, are the other MCP servers whose tools the
 	// workflows gate (see Upstreams).
 	Upstreams Upstreams
-	// StdioPrincipal, when set, is who makes the requests of ServeStdio
-	// (the local user, and the roles the server is given); anonymous
-	// when nil.
-	StdioPrincipal *Principal
 	// ConfirmTimeout bounds how long a call waits for its human's yes
 	// (meta.tool.confirm); DefaultConfirmTimeout when zero. Other
 	// instances go on meanwhile; the call's own instance is not held.

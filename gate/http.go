@@ -2,11 +2,7 @@ package gate
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,8 +32,24 @@ type HTTPOptions struct {
 	// still sends its own name.
 	Hosts []string
 	// Token, when set, must come with every request as
-	// "Authorization: Bearer TOKEN" (401 otherwise).
+	// "Authorization: Bearer TOKEN" (401 otherwise): its holder is the
+	// principal of every request (Sub "token", Auth "token", the roles
+	// TokenRoles).
 	Token string
+	// TokenRoles are the roles of Token's holder.
+	TokenRoles []string
+	// Authenticator, when set, verifies the bearer token every request
+	// must carry (in place of Token): the principal it names makes the
+	// request. A request without one, or with one it refuses, gets 401
+	// with a challenge that says what is wrong and where the protected
+	// resource metadata is (see Metadata). With neither Token nor
+	// Authenticator, a request is made by the principal its context
+	// names, else by AnonymousPrincipal.
+	Authenticator Authenticator
+	// Scopes are the scopes a client should ask the Authenticator's
+	// issuer for: the metadata's scopes_supported, and the challenge's
+	// scope (none when empty).
+	Scopes []string
 	// MaxSessions bounds the live sessions (DefaultMaxSessions when zero),
 	// and the 2026-07-28 subscriptions/listen streams open at once (shared
 	// by peers as sessions are, see listens). At the
@@ -188,7 +200,8 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	if !h.admit(w, r, false) {
+	r, ok := h.admit(w, r, false)
+	if !ok {
 		return
 	}
 	if h.closing.Load() {
@@ -220,23 +233,20 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // admit answers a request that fails the checks every request to the
 // server passes, and reports whether it passed: its Host names the server,
-// its Origin (if any) is the server's own, and it carries the bearer token
-// (when one is set). A browser's request (browser) may carry the token as
-// the inspector's cookie instead (see Guard).
-func (h *HTTPHandler) admit(w http.ResponseWriter, r *http.Request, browser bool) bool {
+// its Origin (if any) is the server's own, and it carries a bearer token
+// the options take (when they take one: Token, Authenticator). A
+// browser's request (browser) may carry the inspector's cookie instead
+// (see Guard). The request it returns has its principal in its context
+// (WithPrincipal; see principal).
+func (h *HTTPHandler) admit(w http.ResponseWriter, r *http.Request, browser bool) (*http.Request, bool) {
 	if !h.admitHost(w, r) {
-		return false
+		return nil, false
 	}
-	if h.opts.Token != "" && !h.authorized(r) && !(browser && h.cookieAuthorized(r)) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="stategate"`)
-		msg := "Unauthorized: a bearer token is required"
-		if browser {
-			msg += " (in a browser, open the page once with ?token=TOKEN: a cookie then carries it, until the server restarts)"
-		}
-		http.Error(w, msg, http.StatusUnauthorized)
-		return false
+	p, ok := h.principal(w, r, browser)
+	if !ok {
+		return nil, false
 	}
-	return true
+	return r.WithContext(WithPrincipal(r.Context(), p)), true
 }
 
 // admitHost answers a request whose Host does not name the server, or
@@ -261,25 +271,29 @@ func (h *HTTPHandler) admitHost(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // TokenCookiePrefix begins the name of the cookie that carries a browser's
-// proof of the bearer token (see Guard); the server's port ends it
-// (stategate-token-3001). A browser sends a host's cookies to every port
-// of it: each server has its own.
+// principal, proven by a bearer token (see Guard); the server's port ends
+// it (stategate-token-3001). A browser sends a host's cookies to every
+// port of it: each server has its own.
 const TokenCookiePrefix = "stategate-token-"
 
 // Guard serves other pages beside /mcp (the inspector) behind the checks
 // of /mcp: the Host must name the server and the Origin, if any, be its
-// own, and with a token (HTTPOptions.Token) the request must carry it.
+// own, and with a token (HTTPOptions.Token, or one the Authenticator
+// takes) the request must carry it. The request's principal is in its
+// context, as for /mcp (WithPrincipal).
 //
 // A browser cannot send an Authorization header, so Guard also takes the
 // token once as a query parameter (?token=TOKEN): it answers with a
 // cookie and a redirect to the same address without the parameter; later
 // requests carry the cookie. The cookie (TokenCookiePrefix and the port,
 // HttpOnly, SameSite=Strict, Secure over https, for the server's whole
-// path) holds an HMAC, under a key this HTTPHandler made, of the server's
-// origin as the request named it and the token: it is not the token, and
-// is worth nothing to another server or process (even with the same
-// token), under another Host or port, or after a restart (open the page
-// with ?token= again). A wrong token is 401.
+// path) holds the token's principal (subject, roles, how it was
+// authenticated) and the token's expiry, with an HMAC, under a key this
+// HTTPHandler made, of those and the server's origin as the request named
+// it: it is not the token, and is worth nothing to another server or
+// process (even with the same token), under another Host or port, after
+// the token's expiry (the cookie expires with it) or after a restart (open
+// the page with ?token= again). A token refused is 401.
 //
 // Fetch Metadata keeps other pages out that send no Origin: a request a
 // browser says another origin made (Sec-Fetch-Site other than
@@ -296,22 +310,12 @@ func (h *HTTPHandler) Guard(next http.Handler) http.Handler {
 			http.Error(w, "Forbidden: another site's page may link to the inspector, not load it, post to it or follow its updates", http.StatusForbidden)
 			return
 		}
-		q := r.URL.Query()
-		if tok := q.Get("token"); h.opts.Token != "" && q.Has("token") {
-			if subtle.ConstantTimeCompare([]byte(tok), []byte(h.opts.Token)) != 1 {
-				http.Error(w, "Unauthorized: wrong token", http.StatusUnauthorized)
-				return
-			}
-			o := ownOrigin(r)
-			http.SetCookie(w, &http.Cookie{Name: TokenCookiePrefix + o.port, Value: h.cookieValue(o), Path: "/",
-				HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: o.scheme == "https"})
-			q.Del("token")
-			u := *r.URL
-			u.RawQuery = q.Encode()
-			http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+		if q := r.URL.Query(); q.Has("token") && (h.opts.Token != "" || h.opts.Authenticator != nil) {
+			h.signIn(w, r, q.Get("token"))
 			return
 		}
-		if !h.admit(w, r, true) {
+		r, ok := h.admit(w, r, true)
+		if !ok {
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -328,28 +332,6 @@ func fromElsewhere(r *http.Request) bool {
 	navigation := (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.Header.Get("Sec-Fetch-Mode") == "navigate"
 	dest := r.Header.Get("Sec-Fetch-Dest")
 	return !navigation || (dest != "" && dest != "document")
-}
-
-// cookieValue is what the token cookie holds for the server's origin o:
-// an HMAC of the origin and the token under the handler's own key.
-func (h *HTTPHandler) cookieValue(o origin) string {
-	m := hmac.New(sha256.New, h.cookieKey)
-	m.Write([]byte("stategate inspector cookie\x00" + o.String() + "\x00" + h.opts.Token))
-	return hex.EncodeToString(m.Sum(nil))
-}
-
-// cookieAuthorized reports whether a request carries the token cookie of
-// the server's origin it names (any of the cookies of its name: another
-// server of the host may have set one too).
-func (h *HTTPHandler) cookieAuthorized(r *http.Request) bool {
-	o := ownOrigin(r)
-	want := []byte(h.cookieValue(o))
-	for _, c := range r.CookiesNamed(TokenCookiePrefix + o.port) {
-		if subtle.ConstantTimeCompare([]byte(c.Value), want) == 1 {
-			return true
-		}
-	}
-	return false
 }
 
 func (h *HTTPHandler) post(w http.ResponseWriter, r *http.Request) {
@@ -547,11 +529,6 @@ func sameOrigin(r *http.Request, o string) bool {
 		return false
 	}
 	return originOf(u.Scheme, u.Host) == ownOrigin(r)
-}
-
-func (h *HTTPHandler) authorized(r *http.Request) bool {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(h.opts.Token)) == 1
 }
 
 // normalHost is a Host header's host, without its port or brackets, in

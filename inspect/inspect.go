@@ -11,6 +11,9 @@
 // `stategate state reset` does, through the gate. Its form carries a
 // token (an HMAC of the instance under a key the Handler made), and a
 // reset without it is refused: another site's page cannot forge one.
+// With Options.ResetRole, a reset also needs that role among the roles of
+// the request's principal (Options.Principal: who the transport in front
+// says made the request); the pages say who that is.
 //
 // Everything the pages need (templates, script, style sheet) is embedded;
 // the script is small and needs no framework. The handler checks no Host,
@@ -69,6 +72,15 @@ type Options struct {
 	// done or failed (serve --inspect-reset). Without it no control of
 	// the pages changes anything.
 	Reset bool
+	// Principal, when set, returns the principal of a request from its
+	// context (gate.PrincipalFrom, behind gate.HTTPHandler.Guard): the
+	// pages say who it is, and ResetRole is looked for among its roles.
+	Principal func(context.Context) (store.Principal, bool)
+	// ResetRole, when set, is the role a request's principal needs to
+	// reset an instance (serve --inspect-role); without it (or without
+	// a principal) a reset is refused, 403. Empty: whoever opens the
+	// pages may reset.
+	ResetRole string
 	// Logger receives the inspector's logs; slog.Default() when nil.
 	Logger *slog.Logger
 	// MaxStreams bounds the pages following live updates at once (their
@@ -211,7 +223,10 @@ type page struct {
 	Now      time.Time
 	// ResetEnabled is set when the inspector resets finished instances.
 	ResetEnabled bool
-	Data         any
+	// Who is the request's principal, as the page says it ("" when the
+	// inspector is told none).
+	Who  string
+	Data any
 }
 
 type crumb struct{ Name, Link string }
@@ -221,6 +236,9 @@ type crumb struct{ Name, Link string }
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, name string, p page) {
 	p.Now = time.Now()
 	p.ResetEnabled = h.opts.Reset
+	if pr, ok := h.principal(r.Context()); ok {
+		p.Who = who(pr)
+	}
 	var buf bytes.Buffer
 	tmpl := "page"
 	if r.URL.Query().Get("fragment") == "1" {
@@ -462,8 +480,11 @@ type instanceData struct {
 	InDoubt     []auditRow
 	ResetButton bool
 	ResetToken  string // the reset form's (resetToken)
-	Version     uint64
-	NotStored   bool
+	// ResetNeeds is the role the request's principal lacks to reset the
+	// instance, which would have the button ("" when it has it).
+	ResetNeeds string
+	Version    uint64
+	NotStored  bool
 }
 
 func (h *Handler) instance(w http.ResponseWriter, r *http.Request) {
@@ -501,6 +522,9 @@ func (h *Handler) instance(w http.ResponseWriter, r *http.Request) {
 			}
 			d.SVG, d.SVGError = h.diagram(ctx, wf, st.Value, st.Context, wf.ID+" "+handle)
 			d.ResetButton = h.opts.Reset && !notStored && (st.Status == "done" || st.Status == "error")
+			if d.ResetButton && !h.mayReset(ctx) {
+				d.ResetButton, d.ResetNeeds = false, h.opts.ResetRole
+			}
 			if d.ResetButton {
 				d.ResetToken = h.resetToken(id, handle)
 			}
@@ -727,6 +751,14 @@ func (h *Handler) reset(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Forbidden: the inspector is read-only (serve --inspect-reset enables resets)", http.StatusForbidden)
 		return
 	}
+	if !h.mayReset(r.Context()) {
+		you := "no principal is known"
+		if p, ok := h.principal(r.Context()); ok {
+			you = "you are " + who(p)
+		}
+		http.Error(w, fmt.Sprintf("Forbidden: a reset needs the role %s (%s)", h.opts.ResetRole, you), http.StatusForbidden)
+		return
+	}
 	if r.Header.Get("Origin") == "" && r.Header.Get("Sec-Fetch-Site") != "same-origin" {
 		http.Error(w, "Forbidden: a reset must come from the inspector's page", http.StatusForbidden)
 		return
@@ -750,8 +782,44 @@ func (h *Handler) reset(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "The instance was not reset: "+err.Error(), status)
 		return
 	}
-	h.log.Info("instance reset by an operator from the inspector", "machine", id, "handle", handle)
+	p, _ := h.principal(r.Context())
+	h.log.Info("instance reset by an operator from the inspector", "machine", id, "handle", handle, "sub", p.Sub, "auth", p.Auth)
 	http.Redirect(w, r, Link(Prefix, id, handle), http.StatusSeeOther)
+}
+
+// principal is the principal of a request (Options.Principal).
+func (h *Handler) principal(ctx context.Context) (store.Principal, bool) {
+	if h.opts.Principal == nil {
+		return store.Principal{}, false
+	}
+	return h.opts.Principal(ctx)
+}
+
+// mayReset reports whether a request's principal may reset: it has
+// Options.ResetRole, or none is asked for.
+func (h *Handler) mayReset(ctx context.Context) bool {
+	if h.opts.ResetRole == "" {
+		return true
+	}
+	p, ok := h.principal(ctx)
+	return ok && slices.Contains(p.Roles, h.opts.ResetRole)
+}
+
+// who says who a principal is: its subject, how it was authenticated, its
+// roles.
+func who(p store.Principal) string {
+	s := p.Sub
+	if p.Auth == "none" {
+		return s + " (not authenticated)"
+	}
+	if p.Auth != "" {
+		s += " (" + p.Auth
+		if len(p.Roles) > 0 {
+			s += "; roles " + strings.Join(p.Roles, ", ")
+		}
+		s += ")"
+	}
+	return s
 }
 
 // resetToken is the token of the form that resets an instance: an HMAC of

@@ -34,6 +34,13 @@ type server struct {
 // the inspector, watching the machines folder and running timers.
 func start(t testing.TB, hopts gate.HTTPOptions, reset bool, extra map[string]string) *server {
 	t.Helper()
+	return startWith(t, hopts, inspect.Options{Reset: reset}, extra)
+}
+
+// startWith is start with the inspector's options (their Instances,
+// Library, Logger and Principal are start's).
+func startWith(t testing.TB, hopts gate.HTTPOptions, iopts inspect.Options, extra map[string]string) *server {
+	t.Helper()
 	dir := t.TempDir()
 	for _, f := range []string{"invoice.json", "invoice.impl.ts"} {
 		data, err := os.ReadFile(filepath.Join("..", "machines", f))
@@ -71,7 +78,8 @@ func start(t testing.TB, hopts gate.HTTPOptions, reset bool, extra map[string]st
 	t.Cleanup(func() { cancel(); <-watching; wt.Close() })
 	go func() { _ = g.RunTimers(ctx) }()
 	h := g.HTTPHandler(hopts)
-	ins := inspect.New(inspect.Options{Instances: g.Instances(), Library: lib, Reset: reset, Logger: log})
+	iopts.Instances, iopts.Library, iopts.Logger, iopts.Principal = g.Instances(), lib, log, gate.PrincipalFrom
+	ins := inspect.New(iopts)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
 	mux.Handle("/", h.Guard(ins))

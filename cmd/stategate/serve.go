@@ -58,6 +58,8 @@ type serveCmd struct {
 	SmallTables bool     `hidden:"" help:"Size the store's memtables and tables tiny (tests)."`
 	Procs       int      `placeholder:"N" help:"Cores the server runs on (GOMAXPROCS); 0: half of those Go would use, at least one (or the GOMAXPROCS variable), as a local server shares its machine with its clients."`
 	MemLimit    byteSize `name:"mem-limit" default:"128MiB" placeholder:"SIZE" help:"Soft limit of the server's Go memory, with the store on disk (GOMEMLIMIT, which wins when set): near it the heap is collected more often, so a burst does not grow the process; it refuses nothing (0: none; --memory sets none: its instances and audit trails live in the heap)."`
+	// The flags of principals (auth.go).
+	AuthFlags `embed:""`
 }
 
 func (c *serveCmd) Run(stdout io.Writer) error {
@@ -93,6 +95,10 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 		if token, err = readToken(c.TokenFile); err != nil {
 			return err
 		}
+	}
+	pr, err := c.principals(ctx, log)
+	if err != nil {
+		return err
 	}
 	var ln net.Listener
 	if c.HTTP != "" {
@@ -194,17 +200,22 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 			dir, _ := filepath.Abs(c.Machines)
 			fmt.Fprintf(os.Stderr, "\nThis is an MCP server: it speaks JSON-RPC on stdin and stdout, for an MCP client to start it. Ctrl-C stops it.\n\n%s\n", nextSteps(dir))
 		}
-		return g.ServeStdio(ctx, os.Stdin, stdout)
+		return g.ServeStdio(gate.WithPrincipal(ctx, pr.stdio), os.Stdin, stdout)
 	}
 	hopts := gate.HTTPOptions{Hosts: append(gate.ListenHosts(ln.Addr()), c.AllowHost...), MaxSessions: c.Sessions, Token: token}
-	if !loopback(ln.Addr()) && token == "" {
+	pr.httpOptions(&hopts, c)
+	if !loopback(ln.Addr()) && token == "" && pr.verifier == nil {
 		log.Warn("serving HTTP on a non-loopback address without authentication: anyone who can reach it can drive every workflow (give --token-file)", "addr", ln.Addr().String())
 	}
 	h := g.HTTPHandler(hopts)
 	// The inspector's pages, behind the checks of /mcp.
-	ins := inspect.New(inspect.Options{Instances: inst, Library: lib, Reset: c.InspReset, Logger: log})
+	ins := inspect.New(inspect.Options{Instances: inst, Library: lib, Reset: c.InspReset, Principal: gate.PrincipalFrom, ResetRole: pr.resetRole, Logger: log})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
+	if pr.verifier != nil {
+		mux.Handle(gate.MetadataPath, h.Metadata())
+		mux.Handle(gate.MetadataPath+"/mcp", h.Metadata())
+	}
 	mux.Handle("/", h.Guard(ins))
 	// Headers must arrive within 10 s (bodies: gate.DefaultBodyTimeout);
 	// an idle keep-alive connection is closed after 2 minutes. There is no
@@ -213,7 +224,7 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 	srv.RegisterOnShutdown(h.Close)
 	srv.RegisterOnShutdown(ins.Close)
 	log.Info("serving MCP over Streamable HTTP", "url", fmt.Sprintf("http://%s/mcp", ln.Addr()), "store", where, "cores", runtime.GOMAXPROCS(0))
-	log.Info("inspector", "url", inspectBase, "reset", c.InspReset)
+	log.Info("inspector", "url", inspectBase, "reset", c.InspReset, "resetRole", pr.resetRole)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -62,6 +62,7 @@ func TestLayout(t *testing.T) {
 		{"gate", [][]string{badger, fsnotify, jsEngine}},
 		{"inspect", [][]string{badger, fsnotify, jsEngine, {module + "gate"}}},
 		{"graph", [][]string{badger, fsnotify, jsEngine, mcpGo}},
+		{"auth", [][]string{badger, fsnotify, jsEngine, mcpGo, {module + "gate", module + "workflow"}}},
 	} {
 		for _, d := range deps(t, c.pkg) {
 			for _, deny := range c.denied {

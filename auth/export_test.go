@@ -1,0 +1,4 @@
+package auth
+
+// MaxAge is maxAge, for the tests.
+var MaxAge = maxAge
