@@ -170,11 +170,17 @@ func TestStdioUnknownTool(t *testing.T) {
 			} `json:"data"`
 		} `json:"error"`
 	}
-	lines := bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n"))
-	if err := json.Unmarshal(lines[len(lines)-1], &msg); err != nil {
-		t.Fatal(err)
+	// The answers come in the order mcp-go finishes them.
+	var line []byte
+	for _, l := range bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n")) {
+		if bytes.Contains(l, []byte(`"id":2`)) {
+			line = l
+		}
+	}
+	if err := json.Unmarshal(line, &msg); err != nil {
+		t.Fatalf("%v:\n%s", err, out.String())
 	}
 	if msg.ID != 2 || msg.Error.Code != -32602 || msg.Error.Data.Tool != "inv_sbmit" || strings.Join(msg.Error.Data.Allowed, ",") != "inv_status,inv_submit" {
-		t.Errorf("unknown tool over stdio: %s", lines[len(lines)-1])
+		t.Errorf("unknown tool over stdio: %s", line)
 	}
 }
