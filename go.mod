@@ -14,6 +14,7 @@ require (
 	github.com/goccy/go-graphviz v0.2.10
 	github.com/mark3labs/mcp-go v1.2.1
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
+	golang.org/x/sync v0.20.0
 	golang.org/x/sys v0.41.0
 	golang.org/x/term v0.40.0
 	google.golang.org/protobuf v1.36.7

@@ -37,6 +37,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/stategate/stategate/graph"
 	"github.com/stategate/stategate/interp"
 	"github.com/stategate/stategate/store"
@@ -97,6 +99,7 @@ type Handler struct {
 
 	svgMu  sync.Mutex
 	svgs   map[string][]byte
+	draw   diagrams // (its slow under svgMu)
 	static http.Handler
 }
 
@@ -110,6 +113,7 @@ func New(o Options) *Handler {
 	if h.log == nil {
 		h.log = slog.Default()
 	}
+	h.draw.layout, h.draw.timeout = graph.SVG, defaultLayoutTimeout
 	h.tmpl = template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html"))
 	h.hub = newHub(o.MaxStreams)
 	h.unsub = append(h.unsub, o.Instances.Subscribe(func(_ context.Context, c workflow.Change) {
@@ -511,8 +515,29 @@ func (h *Handler) notFound(w http.ResponseWriter, r *http.Request, what, why str
 	h.render(w, r, "notfound", page{Title: "Not found", Crumbs: []crumb{{"Workflows", Prefix}, {"not found", ""}}, Data: map[string]string{"What": what, "Why": why}})
 }
 
+// defaultLayoutTimeout bounds the wait for a diagram's layout. Graphviz
+// cannot be stopped: a layout past it goes on in the background (graph's
+// limits bound how long), and its machine is not laid out again.
+const defaultLayoutTimeout = 10 * time.Second
+
+// diagrams is what the inspector keeps of its drawings besides the
+// drawings (Handler.svgs): the layouts under way, which the page views of
+// one diagram share, and the machines not to lay out again.
+type diagrams struct {
+	flights singleflight.Group
+	// slow holds the machines (id and version) whose layout ran past the
+	// timeout, with the message their pages show.
+	slow map[string]string
+	// layout is graph.SVG (tests put their own).
+	layout  func(context.Context, *interp.Machine, graph.Options) ([]byte, error)
+	timeout time.Duration
+}
+
 // diagram draws a workflow's machine, with an instance's active states
-// and context when value is set.
+// and context when value is set. Views of a diagram being drawn wait for
+// that layout (at most defaultLayoutTimeout, or until their request
+// ends); a machine over graph's limits, or whose layout ran out of time,
+// gets a message instead.
 func (h *Handler) diagram(ctx context.Context, wf *workflow.Workflow, value, context any, title string) (template.HTML, string) {
 	tools := make(map[string]string, len(wf.Tools))
 	for _, t := range wf.Tools {
@@ -522,31 +547,89 @@ func (h *Handler) diagram(ctx context.Context, wf *workflow.Workflow, value, con
 	valJSON, _ := json.Marshal(value)
 	sum := sha256.Sum256([]byte(wf.ID + "\x00" + wf.Version + "\x00" + title + "\x00" + string(valJSON) + "\x00" + string(ctxJSON)))
 	key := hex.EncodeToString(sum[:])
+	machine := wf.ID + "\x00" + wf.Version
 	h.svgMu.Lock()
 	svg, ok := h.svgs[key]
+	slow := h.draw.slow[machine]
 	h.svgMu.Unlock()
+	if slow != "" {
+		return "", slow
+	}
 	if !ok {
 		o := graph.Options{Tools: tools, Title: title}
 		if value != nil {
 			o.Active = activeIn(value)
 			o.Context = context
 		}
-		var err error
-		svg, err = graph.SVG(ctx, wf.Machine, o)
-		if err != nil {
-			return "", "The diagram cannot be drawn: " + err.Error()
+		ch := h.draw.flights.DoChan(key, func() (any, error) {
+			return h.layout(ctx, wf, machine, key, o)
+		})
+		var r singleflight.Result
+		select {
+		case r = <-ch:
+		case <-ctx.Done():
+			return "", "The diagram is not drawn: the page was left first."
 		}
-		svg = stripProlog(svg)
-		h.svgMu.Lock()
-		if len(h.svgs) >= maxSVGCache {
-			clear(h.svgs)
+		if r.Err != nil {
+			var msg string
+			switch {
+			case errors.Is(r.Err, graph.ErrTooLarge):
+				msg = "The diagram is not drawn: " + r.Err.Error() + "."
+			case errors.As(r.Err, new(*layoutTimeout)):
+				msg = r.Err.Error()
+			default:
+				msg = "The diagram cannot be drawn: " + r.Err.Error()
+			}
+			return "", msg
 		}
-		h.svgs[key] = svg
-		h.svgMu.Unlock()
+		svg = r.Val.([]byte)
 	}
 	// The SVG is graph's, which escapes the machine's names and labels;
 	// the page's Content-Security-Policy runs no script an SVG could hold.
 	return template.HTML(svg), ""
+}
+
+// layoutTimeout is the error of a layout that ran out of time: the
+// message its pages show.
+type layoutTimeout struct{ msg string }
+
+func (e *layoutTimeout) Error() string { return e.msg }
+
+// layout lays out a diagram (once for every view waiting, whose requests
+// it outlives) under the timeout, and keeps it; a layout that runs out
+// of time marks its machine not to lay out again.
+func (h *Handler) layout(ctx context.Context, wf *workflow.Workflow, machine, key string, o graph.Options) ([]byte, error) {
+	h.svgMu.Lock()
+	svg, ok := h.svgs[key] // drawn since the view looked
+	h.svgMu.Unlock()
+	if ok {
+		return svg, nil
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.draw.timeout)
+	defer cancel()
+	svg, err := h.draw.layout(lctx, wf.Machine, o)
+	if errors.Is(err, context.DeadlineExceeded) {
+		msg := fmt.Sprintf("The diagram is not drawn: Graphviz took more than %v to lay it out, and it is not laid out again until its machine file changes (graph.MaxStates and graph.MaxTransitions bound what is tried).", h.draw.timeout)
+		h.log.Warn("inspector: a diagram took too long to lay out; its machine is not laid out again until it changes", "workflow", wf.ID, "timeout", h.draw.timeout)
+		h.svgMu.Lock()
+		if h.draw.slow == nil || len(h.draw.slow) >= maxSVGCache {
+			h.draw.slow = map[string]string{}
+		}
+		h.draw.slow[machine] = msg
+		h.svgMu.Unlock()
+		return nil, &layoutTimeout{msg}
+	}
+	if err != nil {
+		return nil, err
+	}
+	svg = stripProlog(svg)
+	h.svgMu.Lock()
+	if len(h.svgs) >= maxSVGCache {
+		clear(h.svgs)
+	}
+	h.svgs[key] = svg
+	h.svgMu.Unlock()
+	return svg, nil
 }
 
 // stripProlog drops an XML declaration and doctype before the <svg>
