@@ -76,7 +76,7 @@ const DefaultMaxStreams = 64
 
 // Limits of what a page shows.
 const (
-	maxInstances = 500 // instances listed (the most recently changed)
+	maxInstances = 500 // instances listed (the newest)
 	maxAudit     = 200 // audit entries of an instance (the latest)
 	maxSVGCache  = 256 // diagrams kept drawn
 )
@@ -256,16 +256,16 @@ func (h *Handler) index(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cannot read the store: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	d := indexData{Files: h.files(rows), Instances: rows, Total: total, Shown: len(rows)}
+	d := indexData{Files: h.files(ctx), Instances: rows, Total: total, Shown: len(rows)}
 	h.render(w, r, "index", page{Title: "Workflows", Data: d})
 }
 
-// files lists the machine files: the workflows served, and the files that
-// fail to load.
-func (h *Handler) files(rows []instanceRow) []fileRow {
-	count := map[string]int{}
-	for _, r := range rows {
-		count[r.Workflow]++
+// files lists the machine files: the workflows served, with their counts
+// of instances (the store's), and the files that fail to load.
+func (h *Handler) files(ctx context.Context) []fileRow {
+	count := func(workflow string) int {
+		n, _ := h.opts.Instances.Store().Count(ctx, workflow)
+		return n
 	}
 	var errs map[string]error
 	if h.opts.Library != nil {
@@ -274,7 +274,7 @@ func (h *Handler) files(rows []instanceRow) []fileRow {
 	var out []fileRow
 	seen := map[string]bool{}
 	for _, wf := range h.opts.Instances.Workflows() {
-		f := fileRow{Workflow: wf.ID, File: h.relFile(wf.File), Version: shortVersion(wf.Version), Status: "served", Tools: len(wf.Tools), Instances: count[wf.ID], Title: description(wf.Machine)}
+		f := fileRow{Workflow: wf.ID, File: h.relFile(wf.File), Version: shortVersion(wf.Version), Status: "served", Tools: len(wf.Tools), Instances: count(wf.ID), Title: description(wf.Machine)}
 		if err := errs[wf.File]; err != nil {
 			f.Status, f.Error = "stale", h.publicError(err)
 		}
@@ -307,36 +307,24 @@ func (h *Handler) relFile(f string) string {
 }
 
 // instances lists the stored instances (of one workflow, or of all), the
-// most recently changed first, at most maxInstances; total counts them
-// all.
+// newest first, at most maxInstances; total counts them all. It reads
+// what it shows, from the store's index (store.Store.Recent and Count),
+// whatever the number of instances stored.
 func (h *Handler) instances(ctx context.Context, workflow string) (rows []instanceRow, total int, err error) {
-	x := h.opts.Instances
-	keys, err := x.Store().List(ctx)
+	st := h.opts.Instances.Store()
+	keys, err := st.Recent(ctx, workflow, maxInstances)
 	if err != nil {
 		return nil, 0, err
 	}
-	type keyed struct {
-		k   store.Key
-		rec store.Record
+	if total, err = st.Count(ctx, workflow); err != nil {
+		return nil, 0, err
 	}
-	var ks []keyed
 	for _, k := range keys {
-		if workflow != "" && k.Machine != workflow {
-			continue
-		}
-		rec, _, err := x.Store().Load(ctx, k)
+		rec, _, err := st.Load(ctx, k)
 		if err != nil {
-			continue
+			continue // (deleted since)
 		}
-		ks = append(ks, keyed{k, rec})
-	}
-	sort.SliceStable(ks, func(i, j int) bool { return ks[i].rec.Updated.After(ks[j].rec.Updated) })
-	total = len(ks)
-	if len(ks) > maxInstances {
-		ks = ks[:maxInstances]
-	}
-	for _, e := range ks {
-		rows = append(rows, h.row(ctx, e.k, e.rec))
+		rows = append(rows, h.row(ctx, k, rec))
 	}
 	return rows, total, nil
 }
@@ -393,7 +381,7 @@ func (h *Handler) workflow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := workflowData{Workflow: wf, Tools: wf.Tools, Instances: rows, Total: total}
-	for _, f := range h.files(rows) {
+	for _, f := range h.files(ctx) {
 		if f.Workflow == wf.ID {
 			d.File = f
 		}
