@@ -17,6 +17,7 @@ require (
 	golang.org/x/sync v0.20.0
 	golang.org/x/sys v0.41.0
 	golang.org/x/term v0.40.0
+	golang.org/x/time v0.15.0
 	google.golang.org/protobuf v1.36.7
 )
 
