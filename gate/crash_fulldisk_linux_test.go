@@ -17,6 +17,10 @@ import (
 	"github.com/stategate/stategate/store/badger"
 )
 
+// unlimited lets a server under test create an instance per call, as
+// fast as it takes them (a blob each).
+var unlimited = []string{"--start-rate", "0"}
+
 // crashFullDisk runs the server on a small tmpfs until its reserve
 // refuses calls: calls fail with a clear error, reads go on, the server
 // stays up; killed then, it refuses to start on the full disk, and
@@ -40,7 +44,7 @@ func crashFullDisk(t *testing.T, bin, machines string) {
 	}
 	var f crashFigures
 	addr := freePort(t)
-	srv, err := startServer(t, bin, machines, data, addr)
+	srv, err := startServer(t, bin, machines, data, addr, unlimited...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +82,7 @@ func crashFullDisk(t *testing.T, bin, machines string) {
 	srv.kill()
 	f.kills++
 	// Restarting on the full disk: refused, with a clear error.
-	if srv, err := startServer(t, bin, machines, data, freePort(t)); err == nil {
+	if srv, err := startServer(t, bin, machines, data, freePort(t), unlimited...); err == nil {
 		srv.stop()
 		t.Log("the server started again on the full disk (it had room for the reserve)")
 	} else {
@@ -89,7 +93,7 @@ func crashFullDisk(t *testing.T, bin, machines string) {
 		t.Logf("restart on the full disk refused: %s", firstLineOf(err.Error()))
 	}
 	os.Remove(filler)
-	srv, err = startServer(t, bin, machines, data, freePort(t))
+	srv, err = startServer(t, bin, machines, data, freePort(t), unlimited...)
 	if err != nil {
 		t.Fatalf("restart once space is freed: %v", err)
 	}

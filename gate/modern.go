@@ -239,6 +239,11 @@ func (g *Gate) start(c *call) *mcp.CallToolResult {
 	if !c.modern {
 		return errorResult("FORBIDDEN", fmt.Sprintf("FORBIDDEN: %s is for clients of protocol revision 2026-07-28, which have no sessions; this session has an instance of its own (see %s)", m.StartTool, m.StatusTool), nil)
 	}
+	if err := g.inst.CanCreate(c.ctx, m); err != nil {
+		// Refused before the machine's entry actions run (the save
+		// checks again).
+		return saveFailed(m.StartTool, nil, err)
+	}
 	secret, err := g.handleSecret(c.ctx)
 	if err != nil {
 		return errorResult("ERROR", "ERROR: "+err.Error(), nil)

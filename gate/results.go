@@ -22,8 +22,13 @@ import (
 
 // saveFailed answers a call whose new state could not be stored, saying
 // what the agent may do: the instance keeps its state (snap), except when
-// the store cannot tell (ErrOutcomeUnknown).
+// the store cannot tell (ErrOutcomeUnknown), and an instance over its
+// workflow's limits (workflow.ErrLimit) is not created (snap may be nil).
 func saveFailed(tool string, snap *interp.Snapshot, err error) *mcp.CallToolResult {
+	if errors.Is(err, workflow.ErrLimit) {
+		// Only an instance's first save is limited.
+		return errorResult("LIMIT", fmt.Sprintf("LIMIT: %s was not done: %v. No instance was created", tool, err), nil)
+	}
 	code, text := "ERROR", fmt.Sprintf("ERROR: %s was not done: the new state cannot be stored (%v); the instance keeps its state %s", tool, err, workflow.StateString(snap))
 	switch {
 	case errors.Is(err, store.ErrOutcomeUnknown):

@@ -39,7 +39,11 @@
 // then some 50 ms with the compilation cache it keeps in
 // $TMPDIR/go-graphviz) and the module runs one call at a time: SVG
 // serializes its calls on one cached Graphviz instance (a layout takes a
-// few milliseconds).
+// few milliseconds). A layout cannot be stopped once it runs, and dot's
+// time grows much faster than a machine's size: SVG and PNG refuse a
+// machine over the diagram limits (MaxStates, MaxTransitions) with
+// ErrTooLarge, and a caller whose context ends gives its layout up at once
+// while it finishes in the background.
 //
 // Mermaid's limits, and how they are met (checked with Mermaid 11.17):
 //   - A composite state cannot be declared with a label and a body in one

@@ -48,6 +48,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/stategate/stategate/graph"
 	"github.com/stategate/stategate/interp"
 	"github.com/stategate/stategate/store"
@@ -114,7 +116,7 @@ const (
 
 // Limits of what a page shows.
 const (
-	maxInstances = 500 // instances listed (the most recently changed)
+	maxInstances = 500 // instances listed (the newest)
 	maxAudit     = 200 // audit entries of an instance (the latest)
 	maxSVGCache  = 256 // diagrams kept drawn
 )
@@ -137,6 +139,7 @@ type Handler struct {
 
 	svgMu  sync.Mutex
 	svgs   map[string][]byte
+	draw   diagrams // (its slow under svgMu)
 	static http.Handler
 	// resetKey signs the reset forms' tokens (made at start).
 	resetKey []byte
@@ -162,6 +165,7 @@ func New(o Options) *Handler {
 	if h.log == nil {
 		h.log = slog.Default()
 	}
+	h.draw.layout, h.draw.timeout = graph.SVG, defaultLayoutTimeout
 	h.tmpl = template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html"))
 	h.hub = newHub(o.MaxStreams, o.MaxStreamsPerPeer)
 	h.unsub = append(h.unsub, o.Instances.Subscribe(func(_ context.Context, c workflow.Change) {
@@ -310,16 +314,16 @@ func (h *Handler) index(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cannot read the store: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	d := indexData{Files: h.files(rows), Instances: rows, Total: total, Shown: len(rows)}
+	d := indexData{Files: h.files(ctx), Instances: rows, Total: total, Shown: len(rows)}
 	h.render(w, r, "index", page{Title: "Workflows", Data: d})
 }
 
-// files lists the machine files: the workflows served, and the files that
-// fail to load.
-func (h *Handler) files(rows []instanceRow) []fileRow {
-	count := map[string]int{}
-	for _, r := range rows {
-		count[r.Workflow]++
+// files lists the machine files: the workflows served, with their counts
+// of instances (the store's), and the files that fail to load.
+func (h *Handler) files(ctx context.Context) []fileRow {
+	count := func(workflow string) int {
+		n, _ := h.opts.Instances.Store().Count(ctx, workflow)
+		return n
 	}
 	var errs map[string]error
 	if h.opts.Library != nil {
@@ -328,7 +332,7 @@ func (h *Handler) files(rows []instanceRow) []fileRow {
 	var out []fileRow
 	seen := map[string]bool{}
 	for _, wf := range h.opts.Instances.Workflows() {
-		f := fileRow{Workflow: wf.ID, File: h.relFile(wf.File), Version: shortVersion(wf.Version), Status: "served", Tools: len(wf.ToolNames()), Instances: count[wf.ID], Title: description(wf.Machine)}
+		f := fileRow{Workflow: wf.ID, File: h.relFile(wf.File), Version: shortVersion(wf.Version), Status: "served", Tools: len(wf.ToolNames()), Instances: count(wf.ID), Title: description(wf.Machine)}
 		if err := errs[wf.File]; err != nil {
 			f.Status, f.Error = "stale", h.publicError(err)
 		}
@@ -361,36 +365,24 @@ func (h *Handler) relFile(f string) string {
 }
 
 // instances lists the stored instances (of one workflow, or of all), the
-// most recently changed first, at most maxInstances; total counts them
-// all.
+// newest first, at most maxInstances; total counts them all. It reads
+// what it shows, from the store's index (store.Store.Recent and Count),
+// whatever the number of instances stored.
 func (h *Handler) instances(ctx context.Context, workflow string) (rows []instanceRow, total int, err error) {
-	x := h.opts.Instances
-	keys, err := x.Store().List(ctx)
+	st := h.opts.Instances.Store()
+	keys, err := st.Recent(ctx, workflow, maxInstances)
 	if err != nil {
 		return nil, 0, err
 	}
-	type keyed struct {
-		k   store.Key
-		rec store.Record
+	if total, err = st.Count(ctx, workflow); err != nil {
+		return nil, 0, err
 	}
-	var ks []keyed
 	for _, k := range keys {
-		if workflow != "" && k.Machine != workflow {
-			continue
-		}
-		rec, _, err := x.Store().Load(ctx, k)
+		rec, _, err := st.Load(ctx, k)
 		if err != nil {
-			continue
+			continue // (deleted since)
 		}
-		ks = append(ks, keyed{k, rec})
-	}
-	sort.SliceStable(ks, func(i, j int) bool { return ks[i].rec.Updated.After(ks[j].rec.Updated) })
-	total = len(ks)
-	if len(ks) > maxInstances {
-		ks = ks[:maxInstances]
-	}
-	for _, e := range ks {
-		rows = append(rows, h.row(ctx, e.k, e.rec))
+		rows = append(rows, h.row(ctx, k, rec))
 	}
 	return rows, total, nil
 }
@@ -447,7 +439,7 @@ func (h *Handler) workflow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := workflowData{Workflow: wf, Tools: wf.Tools, Instances: rows, Total: total}
-	for _, f := range h.files(rows) {
+	for _, f := range h.files(ctx) {
 		if f.Workflow == wf.ID {
 			d.File = f
 		}
@@ -593,8 +585,29 @@ func (h *Handler) notFound(w http.ResponseWriter, r *http.Request, what, why str
 	h.render(w, r, "notfound", page{Title: "Not found", Crumbs: []crumb{{"Workflows", Prefix}, {"not found", ""}}, Data: map[string]string{"What": what, "Why": why}})
 }
 
+// defaultLayoutTimeout bounds the wait for a diagram's layout. Graphviz
+// cannot be stopped: a layout past it goes on in the background (graph's
+// limits bound how long), and its machine is not laid out again.
+const defaultLayoutTimeout = 10 * time.Second
+
+// diagrams is what the inspector keeps of its drawings besides the
+// drawings (Handler.svgs): the layouts under way, which the page views of
+// one diagram share, and the machines not to lay out again.
+type diagrams struct {
+	flights singleflight.Group
+	// slow holds the machines (id and version) whose layout ran past the
+	// timeout, with the message their pages show.
+	slow map[string]string
+	// layout is graph.SVG (tests put their own).
+	layout  func(context.Context, *interp.Machine, graph.Options) ([]byte, error)
+	timeout time.Duration
+}
+
 // diagram draws a workflow's machine, with an instance's active states
-// and context when value is set.
+// and context when value is set. Views of a diagram being drawn wait for
+// that layout (at most defaultLayoutTimeout, or until their request
+// ends); a machine over graph's limits, or whose layout ran out of time,
+// gets a message instead.
 func (h *Handler) diagram(ctx context.Context, wf *workflow.Workflow, value, context any, title string) (template.HTML, string) {
 	tools := make(map[string]string, len(wf.Tools))
 	for _, t := range wf.Tools {
@@ -604,31 +617,89 @@ func (h *Handler) diagram(ctx context.Context, wf *workflow.Workflow, value, con
 	valJSON, _ := json.Marshal(value)
 	sum := sha256.Sum256([]byte(wf.ID + "\x00" + wf.Version + "\x00" + title + "\x00" + string(valJSON) + "\x00" + string(ctxJSON)))
 	key := hex.EncodeToString(sum[:])
+	machine := wf.ID + "\x00" + wf.Version
 	h.svgMu.Lock()
 	svg, ok := h.svgs[key]
+	slow := h.draw.slow[machine]
 	h.svgMu.Unlock()
+	if slow != "" {
+		return "", slow
+	}
 	if !ok {
 		o := graph.Options{Tools: tools, Title: title}
 		if value != nil {
 			o.Active = activeIn(value)
 			o.Context = context
 		}
-		var err error
-		svg, err = graph.SVG(ctx, wf.Machine, o)
-		if err != nil {
-			return "", "The diagram cannot be drawn: " + err.Error()
+		ch := h.draw.flights.DoChan(key, func() (any, error) {
+			return h.layout(ctx, wf, machine, key, o)
+		})
+		var r singleflight.Result
+		select {
+		case r = <-ch:
+		case <-ctx.Done():
+			return "", "The diagram is not drawn: the page was left first."
 		}
-		svg = stripProlog(svg)
-		h.svgMu.Lock()
-		if len(h.svgs) >= maxSVGCache {
-			clear(h.svgs)
+		if r.Err != nil {
+			var msg string
+			switch {
+			case errors.Is(r.Err, graph.ErrTooLarge):
+				msg = "The diagram is not drawn: " + r.Err.Error() + "."
+			case errors.As(r.Err, new(*layoutTimeout)):
+				msg = r.Err.Error()
+			default:
+				msg = "The diagram cannot be drawn: " + r.Err.Error()
+			}
+			return "", msg
 		}
-		h.svgs[key] = svg
-		h.svgMu.Unlock()
+		svg = r.Val.([]byte)
 	}
 	// The SVG is graph's, which escapes the machine's names and labels;
 	// the page's Content-Security-Policy runs no script an SVG could hold.
 	return template.HTML(svg), ""
+}
+
+// layoutTimeout is the error of a layout that ran out of time: the
+// message its pages show.
+type layoutTimeout struct{ msg string }
+
+func (e *layoutTimeout) Error() string { return e.msg }
+
+// layout lays out a diagram (once for every view waiting, whose requests
+// it outlives) under the timeout, and keeps it; a layout that runs out
+// of time marks its machine not to lay out again.
+func (h *Handler) layout(ctx context.Context, wf *workflow.Workflow, machine, key string, o graph.Options) ([]byte, error) {
+	h.svgMu.Lock()
+	svg, ok := h.svgs[key] // drawn since the view looked
+	h.svgMu.Unlock()
+	if ok {
+		return svg, nil
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.draw.timeout)
+	defer cancel()
+	svg, err := h.draw.layout(lctx, wf.Machine, o)
+	if errors.Is(err, context.DeadlineExceeded) {
+		msg := fmt.Sprintf("The diagram is not drawn: Graphviz took more than %v to lay it out, and it is not laid out again until its machine file changes (graph.MaxStates and graph.MaxTransitions bound what is tried).", h.draw.timeout)
+		h.log.Warn("inspector: a diagram took too long to lay out; its machine is not laid out again until it changes", "workflow", wf.ID, "timeout", h.draw.timeout)
+		h.svgMu.Lock()
+		if h.draw.slow == nil || len(h.draw.slow) >= maxSVGCache {
+			h.draw.slow = map[string]string{}
+		}
+		h.draw.slow[machine] = msg
+		h.svgMu.Unlock()
+		return nil, &layoutTimeout{msg}
+	}
+	if err != nil {
+		return nil, err
+	}
+	svg = stripProlog(svg)
+	h.svgMu.Lock()
+	if len(h.svgs) >= maxSVGCache {
+		clear(h.svgs)
+	}
+	h.svgs[key] = svg
+	h.svgMu.Unlock()
+	return svg, nil
 }
 
 // stripProlog drops an XML declaration and doctype before the <svg>

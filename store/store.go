@@ -12,6 +12,8 @@
 package store
 
 import (
+	"cmp"
+	"container/list"
 	"context"
 	"encoding/json"
 	"errors"
@@ -267,7 +269,20 @@ type Store interface {
 	Load(ctx context.Context, k Key) (rec Record, version uint64, err error)
 	Save(ctx context.Context, k Key, rec Record, version uint64) (newVersion uint64, err error)
 	Delete(ctx context.Context, k Key) error
+	// List returns every stored instance's key, in no order.
 	List(ctx context.Context) ([]Key, error)
+	// Recent returns the keys of the n newest stored instances (none
+	// for n <= 0) of a machine, or of every machine when machine is "":
+	// those created last (by their first save, Save at version 0), the
+	// last first; later saves do not move an instance. The engine keeps
+	// an index of them, changed in the same write as the save that
+	// creates an instance and its deletion (no other save writes it, so
+	// that saves cost what they did), and what Recent reads grows with n
+	// and the number of machines, not with the instances stored.
+	Recent(ctx context.Context, machine string, n int) ([]Key, error)
+	// Count returns how many instances are stored of a machine, or of
+	// every machine when machine is "" (kept with the index).
+	Count(ctx context.Context, machine string) (int, error)
 	// Audit returns the last n entries of an instance's audit trail,
 	// oldest first.
 	Audit(ctx context.Context, k Key, n int) ([]AuditEntry, error)
@@ -279,6 +294,11 @@ type Memory struct {
 	mu    sync.Mutex
 	recs  map[Key]memRecord
 	audit map[Key][]AuditEntry
+	// recent lists each machine's instances, the newest first (its
+	// index: the save that creates an instance puts it in front), and
+	// seq numbers the creations, to merge the machines' lists.
+	recent map[string]*list.List
+	seq    uint64
 	// Retention bounds the audit entries kept per instance.
 	Retention int
 }
@@ -286,11 +306,17 @@ type Memory struct {
 type memRecord struct {
 	rec     Record
 	version uint64
+	at      *list.Element // in recent[machine]; its Value a memSaved
+}
+
+type memSaved struct {
+	k   Key
+	seq uint64
 }
 
 // NewMemory returns an empty in-memory store.
 func NewMemory() *Memory {
-	return &Memory{recs: map[Key]memRecord{}, audit: map[Key][]AuditEntry{}, Retention: DefaultAuditRetention}
+	return &Memory{recs: map[Key]memRecord{}, audit: map[Key][]AuditEntry{}, recent: map[string]*list.List{}, Retention: DefaultAuditRetention}
 }
 
 // Load returns an instance's record and version.
@@ -348,7 +374,17 @@ func (m *Memory) Save(ctx context.Context, k Key, rec Record, version uint64) (u
 		m.audit[k] = trail
 		rec.Audit = nil
 	}
-	m.recs[k] = memRecord{rec, version + 1}
+	r := m.recs[k]
+	if version == 0 {
+		l := m.recent[k.Machine]
+		if l == nil {
+			l = list.New()
+			m.recent[k.Machine] = l
+		}
+		m.seq++
+		r.at = l.PushFront(memSaved{k, m.seq})
+	}
+	m.recs[k] = memRecord{rec, version + 1, r.at}
 	return version + 1, nil
 }
 
@@ -359,9 +395,79 @@ func (m *Memory) Delete(ctx context.Context, k Key) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if r, ok := m.recs[k]; ok {
+		l := m.recent[k.Machine]
+		l.Remove(r.at)
+		if l.Len() == 0 {
+			delete(m.recent, k.Machine)
+		}
+	}
 	delete(m.recs, k)
 	delete(m.audit, k)
 	return nil
+}
+
+// Recent returns the keys of the n newest instances (of a machine, or of
+// all), the newest first.
+func (m *Memory) Recent(ctx context.Context, machine string, n int) ([]Key, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	lists := []*list.List{m.recent[machine]}
+	if machine == "" {
+		lists = lists[:0]
+		for _, l := range m.recent {
+			lists = append(lists, l)
+		}
+	}
+	var saved []memSaved
+	for _, l := range lists {
+		if l == nil {
+			continue
+		}
+		for e, i := l.Front(), 0; e != nil && i < n; e, i = e.Next(), i+1 {
+			saved = append(saved, e.Value.(memSaved))
+		}
+	}
+	return newestKeys(saved, n, func(s memSaved) (Key, uint64) { return s.k, s.seq }), nil
+}
+
+// newestKeys returns the keys of the n saves of the highest sequence
+// numbers, the highest first: the merge of the machines' indexes that
+// Recent of every machine is, for engines whose saves are numbered.
+func newestKeys[T any](saved []T, n int, of func(T) (Key, uint64)) []Key {
+	slices.SortFunc(saved, func(a, b T) int {
+		_, sa := of(a)
+		_, sb := of(b)
+		return cmp.Compare(sb, sa)
+	})
+	if len(saved) > n {
+		saved = saved[:max(n, 0)]
+	}
+	keys := make([]Key, len(saved))
+	for i, s := range saved {
+		keys[i], _ = of(s)
+	}
+	return keys
+}
+
+// Count returns how many instances of a machine (of all, for "") are
+// stored.
+func (m *Memory) Count(ctx context.Context, machine string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if machine == "" {
+		return len(m.recs), nil
+	}
+	if l := m.recent[machine]; l != nil {
+		return l.Len(), nil
+	}
+	return 0, nil
 }
 
 // List returns the stored instances' keys.

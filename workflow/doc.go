@@ -3,7 +3,8 @@
 // Instances keeps their instances in a store.Store (one event at a time
 // per instance, Hold; each step under a deadline, stored with its audit
 // entry before anyone sees it; timers fired on a clock; intents of bound
-// calls; Subscribe for every change); a Library keeps the workflows of a
+// calls; Subscribe for every change; the walls of each workflow: a cap on
+// its instances and a rate of their creations, ErrLimit); a Library keeps the workflows of a
 // folder of machine files, reloaded on demand, and hands each reload to
 // whoever serves it.
 //

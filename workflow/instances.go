@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"golang.org/x/time/rate"
 
 	"github.com/stategate/stategate/interp"
 	"github.com/stategate/stategate/store"
@@ -59,6 +61,18 @@ type Instances struct {
 	// are known (loadStored).
 	loadMu sync.Mutex
 	loaded bool
+
+	// The walls of the workflows: at most maxInstances stored each, and
+	// created at startRate a second (bursts of startBurst); none when 0.
+	// creating counts, by workflow, the creations admitted and not yet
+	// saved (so that creations at once never pass the cap), and limiters
+	// are the workflows' token buckets, both under limitMu.
+	maxInstances int
+	startRate    float64
+	startBurst   int
+	limitMu      sync.Mutex
+	creating     map[string]int
+	limiters     map[string]*rate.Limiter
 }
 
 // setPending records an instance's waiting call (nil: none).
@@ -140,7 +154,36 @@ type InstancesOptions struct {
 	// own clocks (delays, Date-like reads); the wall clock when nil.
 	// Tests give a fake one (clockwork.NewFakeClock) and advance it.
 	Clock clockwork.Clock
+	// MaxInstances bounds the instances stored of each workflow: the
+	// save that would create one more (an instance's first save, however
+	// it comes: a call of a session or a handle key, a start, an intent,
+	// Send) fails with ErrLimit and stores nothing (DefaultMaxInstances
+	// when zero; negative: no bound). serve --max-instances.
+	MaxInstances int
+	// StartRate bounds the instances each workflow creates a second, in
+	// bursts of StartBurst (a token bucket): a creation past it fails
+	// with ErrLimit and stores nothing (DefaultStartRate when zero;
+	// negative: no bound). serve --start-rate.
+	StartRate float64
+	// StartBurst is the bucket's size (ten seconds of StartRate, at
+	// least 1, when zero).
+	StartBurst int
 }
+
+// The defaults of InstancesOptions' walls: far more than the bundled
+// workflows make (an instance per invoice, per payment, per session),
+// and far less than a client that creates instances in a loop would make
+// the store hold (20,000 in 43 s, unbounded before).
+const (
+	DefaultMaxInstances = 100_000
+	DefaultStartRate    = 20 // instances a second, per workflow
+)
+
+// ErrLimit is wrapped by the error of a save that would create an
+// instance past its workflow's cap (InstancesOptions.MaxInstances) or
+// start rate (StartRate): nothing is stored. The error names the limit
+// and the serve flag that sets it.
+var ErrLimit = errors.New("over the workflow's limit of instances")
 
 // NewInstances makes Instances with no workflow yet (see SetWorkflows).
 func NewInstances(o InstancesOptions) *Instances {
@@ -158,8 +201,76 @@ func NewInstances(o InstancesOptions) *Instances {
 	if x.clock == nil {
 		x.clock = clockwork.NewRealClock()
 	}
+	x.maxInstances, x.startRate, x.startBurst = o.MaxInstances, o.StartRate, o.StartBurst
+	switch {
+	case x.maxInstances == 0:
+		x.maxInstances = DefaultMaxInstances
+	case x.maxInstances < 0:
+		x.maxInstances = 0
+	}
+	switch {
+	case x.startRate == 0:
+		x.startRate = DefaultStartRate
+	case x.startRate < 0:
+		x.startRate = 0
+	}
+	if x.startBurst <= 0 {
+		x.startBurst = max(1, int(math.Ceil(10*x.startRate)))
+	}
+	x.creating, x.limiters = map[string]int{}, map[string]*rate.Limiter{}
 	x.workflows.Store(&map[string]*Workflow{})
 	return x
+}
+
+// CanCreate reports (ErrLimit) whether a workflow may create an instance
+// now, without taking the rate's token: a start checks it before it runs
+// the machine's entry actions. The save that creates it checks again.
+func (x *Instances) CanCreate(ctx context.Context, w *Workflow) error {
+	release, err := x.admit(ctx, w, false)
+	if err == nil {
+		release()
+	}
+	return err
+}
+
+// admit admits the creation of an instance of w (take: its token of the
+// rate), or refuses it with ErrLimit; release ends the admission once
+// the save is done.
+func (x *Instances) admit(ctx context.Context, w *Workflow, take bool) (release func(), err error) {
+	if x.maxInstances == 0 && x.startRate == 0 {
+		return func() {}, nil
+	}
+	x.limitMu.Lock()
+	defer x.limitMu.Unlock()
+	if x.maxInstances > 0 {
+		n, err := x.store.Count(ctx, w.ID)
+		if err != nil {
+			return nil, err
+		}
+		if n+x.creating[w.ID] >= x.maxInstances {
+			return nil, fmt.Errorf("%w: the %s workflow has %d instances stored, its cap (--max-instances, InstancesOptions.MaxInstances): no more are created; those stored go on", ErrLimit, w.ID, x.maxInstances)
+		}
+	}
+	if x.startRate > 0 {
+		lim := x.limiters[w.ID]
+		if lim == nil {
+			lim = rate.NewLimiter(rate.Limit(x.startRate), x.startBurst)
+			x.limiters[w.ID] = lim
+		}
+		now := x.clock.Now()
+		if tokens := lim.TokensAt(now); tokens < 1 || take && !lim.AllowN(now, 1) {
+			wait := time.Duration((1 - tokens) / x.startRate * float64(time.Second)).Round(time.Millisecond)
+			return nil, fmt.Errorf("%w: the %s workflow creates at most %v instances a second, in bursts of %d (--start-rate, InstancesOptions.StartRate): try again in %v", ErrLimit, w.ID, x.startRate, x.startBurst, max(wait, time.Millisecond))
+		}
+	}
+	x.creating[w.ID]++
+	return func() {
+		x.limitMu.Lock()
+		if x.creating[w.ID]--; x.creating[w.ID] == 0 {
+			delete(x.creating, w.ID)
+		}
+		x.limitMu.Unlock()
+	}, nil
 }
 
 // Store returns the store the instances are kept in.
@@ -345,6 +456,14 @@ func (x *Instances) save(ctx context.Context, in *Instance, snap *interp.Snapsho
 		}
 	}
 	rec := store.Record{Snapshot: data, MachineVersion: in.Workflow.Version, Updated: now, Timers: timers, Pending: pending, Audit: audit}
+	if in.Version == 0 {
+		// The instance's first save: its creation.
+		release, err := x.admit(ctx, in.Workflow, true)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
 	v, err := x.store.Save(ctx, key, rec, in.Version)
 	if err != nil {
 		x.forget(key) // reload from the store next time

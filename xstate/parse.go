@@ -8,6 +8,19 @@ import (
 	"github.com/stategate/stategate/interp"
 )
 
+// The size limits of a machine, checked as its config is read (a JSON
+// config's, or the object a module built), before the compile, whose time
+// and memory grow with the square of a machine's size: a machine over
+// either fails to load with an error that names the limit, the file, and
+// the line and state where it was crossed.
+const (
+	// MaxStates bounds a machine's state nodes, its root included.
+	MaxStates = config.MaxStates
+	// MaxTransitions bounds a machine's transitions (each of on, always,
+	// after, onDone and the invoked actors' handlers).
+	MaxTransitions = config.MaxTransitions
+)
+
 // ParseJSON reads an XState v5 JSON config (what visual editors export and
 // createMachine accepts) and compiles it. file names the source in
 // diagnostics. It returns the warnings even when it fails; the error is a

@@ -52,6 +52,8 @@ type serveCmd struct {
 	NoSync    bool          `help:"Answer calls before their state reaches the disk (faster; a power cut may lose the last calls, a killed server does not)."`
 	Memory    bool          `help:"Keep workflow state in memory only: nothing is written (--data is not used) and a restart starts every workflow afresh. For tests and demos."`
 	AuditKeep int           `default:"1000" help:"Audit entries kept per instance."`
+	MaxInst   int           `name:"max-instances" default:"100000" help:"Instances each workflow may store: a call that would create one more (a start, a new handle's or session's first call) is refused with LIMIT and stores nothing (0: no cap)."`
+	StartRate float64       `name:"start-rate" default:"20" help:"Instances each workflow may create a second, in bursts of ten seconds' worth: a creation past it is refused with LIMIT (0: no limit)."`
 	MinFree   byteSize      `default:"128MiB" placeholder:"SIZE" help:"Free disk space the store keeps in reserve: a call that would leave less is refused (the instance unchanged) until space is freed (e.g. 128MiB, 1GiB; 0: none)."`
 	// SmallTables is for tests that want the store's flushes and
 	// compactions frequent.
@@ -121,7 +123,14 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 			log.Info("store closed", "saves", saves, "commits", commits)
 		}
 	}()
-	inst := workflow.NewInstances(workflow.InstancesOptions{Store: st, Logger: log, EventTimeout: c.EventTime})
+	maxInst, startRate := c.MaxInst, c.StartRate
+	if maxInst <= 0 {
+		maxInst = -1 // none
+	}
+	if startRate <= 0 {
+		startRate = -1
+	}
+	inst := workflow.NewInstances(workflow.InstancesOptions{Store: st, Logger: log, EventTimeout: c.EventTime, MaxInstances: maxInst, StartRate: startRate})
 	opts := gate.Options{Instances: inst, Logger: log}
 	var inspectBase string
 	if c.HTTP == "" {

@@ -42,13 +42,32 @@ type Funcs interface {
 	InvokeSrc(v any) (interp.ActorLogic, bool)
 }
 
+// The size limits of a machine, checked as its config is read, before it
+// is compiled: the compile takes time and memory that grow with the
+// product of a machine's states and its states and transitions (a set of
+// states per state and two per transition), which at 100,000 states
+// (3.7 MiB of JSON) was 1.2 GiB and seconds. The largest machines of the
+// conformance corpus and of machines/ have 28 states and 25 transitions.
+const (
+	// MaxStates bounds the state nodes of a machine, the root included.
+	MaxStates = 5000
+	// MaxTransitions bounds the transitions of a machine: each one of
+	// on, always, after, onDone and the invoked actors' handlers (a list
+	// counts each of its transitions).
+	MaxTransitions = 10000
+)
+
 // Compile reads a config and compiles it with implementations; fns makes
 // interp values of its functions (nil for a JSON config). It returns the
 // warnings, and the errors, by line (then the machine is nil): every
-// problem found, not the first.
+// problem found, not the first. A config over MaxStates or MaxTransitions
+// is refused as it is read, with that error alone, and not compiled.
 func Compile(file string, root *Object, fns Funcs, impl interp.Implementations) (m *interp.Machine, warnings, errs []Problem) {
 	r := &configReader{file: file, lines: map[string]int{}, fns: fns}
 	def := r.machine(root)
+	if r.over != nil {
+		return nil, nil, []Problem{*r.over}
+	}
 	def.Impl = impl
 	// Compile even a config with errors, to report every problem at once.
 	m, err := interp.New(def)
@@ -68,6 +87,9 @@ func Compile(file string, root *Object, fns Funcs, impl interp.Implementations) 
 func Read(file string, root *Object) (*interp.MachineDef, []Problem) {
 	r := &configReader{file: file, lines: map[string]int{}}
 	def := r.machine(root)
+	if r.over != nil {
+		return nil, []Problem{*r.over}
+	}
 	return def, errorsOnly(r.diags)
 }
 
@@ -142,6 +164,27 @@ type configReader struct {
 	lines map[string]int // state path -> line
 	// fns resolves JS function values of module configs (nil for JSON).
 	fns Funcs
+	// nStates and nTransitions count what was read; over, once set, is the
+	// error of the limit crossed, and the rest of the config is not read.
+	nStates, nTransitions int
+	over                  *Problem
+}
+
+// count counts a state or transitions read in state sp (at line), and
+// reports whether the config is still within the limits.
+func (r *configReader) count(states, transitions int, sp string, line int) bool {
+	if r.over != nil {
+		return false
+	}
+	r.nStates += states
+	r.nTransitions += transitions
+	switch {
+	case r.nStates > MaxStates:
+		r.over = &Problem{File: r.file, Line: line, State: sp, Msg: fmt.Sprintf("the machine has more than %d states: stategate refuses larger machines (xstate.MaxStates), whose compile takes time and memory that grow with the square of their size", MaxStates)}
+	case r.nTransitions > MaxTransitions:
+		r.over = &Problem{File: r.file, Line: line, State: sp, Msg: fmt.Sprintf("the machine has more than %d transitions: stategate refuses larger machines (xstate.MaxTransitions), whose compile takes time and memory that grow with the product of their states and transitions", MaxTransitions)}
+	}
+	return r.over == nil
 }
 
 func (r *configReader) errorf(state string, line int, format string, args ...any) {
@@ -229,8 +272,11 @@ func pathString(path []string) string {
 
 func (r *configReader) state(o *Object, key string, path []string, root bool) *interp.StateDef {
 	sp := pathString(path)
-	r.lines[sp] = o.Line
 	d := &interp.StateDef{Key: key}
+	if !r.count(1, 0, sp, o.Line) {
+		return d
+	}
+	r.lines[sp] = o.Line
 	for _, k := range o.Keys {
 		if hint, bad := v4Keys[k]; bad {
 			r.errorf(sp, o.Line, "%q is not an XState v5 state key: %s", k, hint)
@@ -354,7 +400,9 @@ func (r *configReader) state(o *Object, key string, path []string, root bool) *i
 					// An event mapped to undefined: XState's forbidden
 					// transition, targetless and without actions. It is
 					// selected here, so no ancestor sees the event.
-					d.On = append(d.On, interp.EventDef{Event: ev, Transitions: []*interp.TransitionDef{{}}})
+					if r.count(0, 1, sp, on.Line) {
+						d.On = append(d.On, interp.EventDef{Event: ev, Transitions: []*interp.TransitionDef{{}}})
+					}
 				case v == nil:
 					r.errorf(sp, on.Line, "%s: a transition cannot be null (XState fails to create the machine); use undefined or {} to forbid the event here, [] for no transition", where)
 				default:
@@ -494,6 +542,9 @@ func (r *configReader) transitions(v any, sp string, line int, where string) []*
 		return nil
 	default:
 		items = []any{x}
+	}
+	if !r.count(0, len(items), sp, line) {
+		return nil
 	}
 	out := make([]*interp.TransitionDef, 0, len(items))
 	for _, it := range items {

@@ -64,13 +64,24 @@ func Decode(data []byte) (any, error) {
 type orderedParser struct {
 	dec  *json.Decoder
 	data []byte
+	// at and lines are where line counted up to, and the newlines before
+	// it: objects come in order, so each line is counted once (counting
+	// from the start for each object took 72% of loading a 3.7 MiB
+	// machine).
+	at    int64
+	lines int
 }
 
 func (p *orderedParser) line(offset int64) int {
 	if offset > int64(len(p.data)) {
 		offset = int64(len(p.data))
 	}
-	return bytes.Count(p.data[:offset], []byte("\n")) + 1
+	if offset < p.at {
+		return bytes.Count(p.data[:offset], []byte("\n")) + 1
+	}
+	p.lines += bytes.Count(p.data[p.at:offset], []byte("\n"))
+	p.at = offset
+	return p.lines + 1
 }
 
 func (p *orderedParser) position(err error) error {

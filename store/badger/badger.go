@@ -16,6 +16,7 @@ package badger
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -25,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -128,6 +130,16 @@ type Store struct {
 	vmu      sync.Mutex
 	versions map[store.Key]uint64
 	pending  map[store.Key]uint64
+	// counts caches each machine's count of instances (read from its
+	// key once, then kept as creations and deletions change it);
+	// pendingCounts holds the batch's (the leader's), and seq numbers the
+	// creations (the last one's, the leader's). indexed is unset for a
+	// store of format 2 opened read-only, which has no index: Recent and
+	// Count then read every record.
+	counts        map[string]uint64
+	pendingCounts map[string]uint64
+	seq           uint64
+	indexed       bool
 
 	// syncErr is set by Badger's logger when Badger could not sync a
 	// value log file (an error it logs without returning it).
@@ -437,7 +449,8 @@ func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 // openDB opens Badger in dir (checked) and starts the store.
 func openDB(dir string, o Options) (*Store, error) {
 	b := &Store{dir: dir, log: o.Logger, stop: make(chan struct{}), retention: store.DefaultAuditRetention,
-		minFree: minFree(o), readOnly: o.ReadOnly, versions: map[store.Key]uint64{}, pending: map[store.Key]uint64{}}
+		minFree: minFree(o), readOnly: o.ReadOnly, versions: map[store.Key]uint64{}, pending: map[store.Key]uint64{},
+		counts: map[string]uint64{}, pendingCounts: map[string]uint64{}}
 	opts := badgerOptions(dir, o, badgerLogger{log: o.Logger, syncErr: &b.syncErr})
 	db, err := dgbadger.Open(opts)
 	if err != nil {
@@ -447,6 +460,7 @@ func openDB(dir string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
 	b.db = db
+	b.indexed = b.format() == formatVersion
 	b.threshold, b.maxSize, b.maxCount = opts.ValueThreshold, db.MaxBatchSize(), db.MaxBatchCount()
 	b.commit = func(txn *dgbadger.Txn) error { return txn.Commit() }
 	b.free = func() (int64, error) { return freeSpace(dir) }
@@ -465,15 +479,19 @@ func openDB(dir string, o Options) (*Store, error) {
 }
 
 // upgraded reports whether the store's keys are of the current format:
-// the format is recorded, or no key is of the earlier one.
+// a format is recorded, or no key is of the earlier one. (A store of
+// format 2 has them, and no index.)
 func (b *Store) upgraded() bool {
-	return b.formatRecorded() || !b.hasPrefix(oldInstancePrefix) && !b.hasPrefix(oldAuditPrefix)
+	return b.format() != "" || !b.hasPrefix(oldInstancePrefix) && !b.hasPrefix(oldAuditPrefix)
 }
 
-// formatRecorded reports whether the store records its key format.
-func (b *Store) formatRecorded() bool {
-	_, err := b.get(formatKey)
-	return err == nil
+// format returns the store's recorded format, "" for none.
+func (b *Store) format() string {
+	v, err := b.get(formatKey)
+	if err != nil {
+		return ""
+	}
+	return string(v)
 }
 
 func (b *Store) hasPrefix(p string) bool {
@@ -490,10 +508,11 @@ func (b *Store) hasPrefix(p string) bool {
 	return found
 }
 
-// upgrade brings a store of the earlier format to this one: the saves its
+// upgrade brings a store of an earlier format to this one: the saves its
 // write-ahead logs hold go to Badger (older generation first), its keys
-// are rewritten, and the format is recorded; then, if removeLogs, the logs
-// are removed (renamed, if a save in them could not be imported).
+// are rewritten, its index is built, and the format is recorded; then, if
+// removeLogs, the logs are removed (renamed, if a save in them could not
+// be imported).
 func (b *Store) upgrade(ins *inspection, removeLogs bool) error {
 	skipped := 0
 	if len(ins.oldBatches) > 0 {
@@ -529,10 +548,18 @@ func (b *Store) upgrade(ins *inspection, removeLogs bool) error {
 		}
 		b.log.Info("store: imported the write-ahead logs of the earlier format", "store", b.dir, "batches", len(ins.oldBatches), "writes", n)
 	}
-	if len(ins.oldBatches) > 0 || !b.formatRecorded() {
+	if len(ins.oldBatches) > 0 || b.format() == "" {
 		if err := b.migrateKeys(); err != nil {
 			return err
 		}
+	}
+	if b.format() != formatVersion {
+		if err := b.buildIndex(); err != nil {
+			return err
+		}
+	}
+	if err := b.loadSeq(); err != nil {
+		return err
 	}
 	if !removeLogs || len(ins.oldLogs) == 0 {
 		return nil
@@ -590,7 +617,7 @@ func (b *Store) migrateKeys() error {
 			return fmt.Errorf("rewrite the keys of %s: %w", b.dir, err)
 		}
 	}
-	if err := wb.Set(formatKey, []byte(formatVersion)); err != nil {
+	if err := wb.Set(formatKey, []byte(formatNoIndex)); err != nil {
 		wb.Cancel()
 		return err
 	}
@@ -604,6 +631,138 @@ func (b *Store) migrateKeys() error {
 		b.log.Info("store: rewrote the keys of the earlier format", "store", b.dir, "keys", n)
 	}
 	return nil
+}
+
+// buildIndex builds the index of a store of format 2 (which has none):
+// the instances in the order of their records' times (their last saves:
+// a store of format 2 knows no creations), numbered from 1, and their
+// counts per machine; then records the format. An index left half built
+// (a crash) is dropped first.
+func (b *Store) buildIndex() error {
+	for _, tag := range []byte{tagRecent, tagSeq, tagCount} {
+		if err := b.db.DropPrefix([]byte{tag}); err != nil {
+			return fmt.Errorf("build the index of %s: %w", b.dir, err)
+		}
+	}
+	type saved struct {
+		k       store.Key
+		key     []byte
+		updated time.Time
+	}
+	var all []saved
+	err := b.db.View(func(txn *dgbadger.Txn) error {
+		opts := dgbadger.DefaultIteratorOptions
+		opts.Prefix = []byte{tagInstance}
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			k, ok := parseInstanceKey(it.Item().Key())
+			if !ok {
+				continue
+			}
+			s := saved{k: k, key: it.Item().KeyCopy(nil)}
+			err := it.Item().Value(func(v []byte) error {
+				var r struct {
+					Updated time.Time `json:"updated"`
+				}
+				if len(v) > 8 && json.Unmarshal(v[8:], &r) == nil {
+					s.updated = r.Updated // (a record that does not decode goes first)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			all = append(all, s)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("build the index of %s: %w", b.dir, err)
+	}
+	slices.SortStableFunc(all, func(x, y saved) int {
+		if c := x.updated.Compare(y.updated); c != 0 {
+			return c
+		}
+		return bytes.Compare(x.key, y.key)
+	})
+	counts := map[string]uint64{}
+	wb := b.db.NewWriteBatch()
+	set := func(k, v []byte) error {
+		if err := wb.Set(k, v); err != nil {
+			wb.Cancel()
+			return fmt.Errorf("build the index of %s: %w", b.dir, err)
+		}
+		return nil
+	}
+	for i, s := range all {
+		seq := uint64(i + 1)
+		if err := set(recentKey(s.k.Machine, seq), recentValue(s.k.Handle)); err != nil {
+			return err
+		}
+		if err := set(seqKey(s.k), uint64Bytes(seq)); err != nil {
+			return err
+		}
+		counts[s.k.Machine]++
+	}
+	for m, c := range counts {
+		if err := set(countKey(m), uint64Bytes(c)); err != nil {
+			return err
+		}
+	}
+	if err := set(formatKey, []byte(formatVersion)); err != nil {
+		return err
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("build the index of %s: %w", b.dir, err)
+	}
+	if err := b.db.Sync(); err != nil {
+		return err
+	}
+	b.indexed = true
+	b.log.Info("store: built the index of the instances (once, for a store of an earlier version)", "store", b.dir, "instances", len(all), "machines", len(counts))
+	return nil
+}
+
+// loadSeq reads the number of the last creation: the highest in the
+// machines' indexes.
+func (b *Store) loadSeq() error {
+	machines, err := b.machines()
+	if err != nil {
+		return err
+	}
+	return b.db.View(func(txn *dgbadger.Txn) error {
+		for _, m := range machines {
+			prefix := machinePrefix(tagRecent, m)
+			opts := dgbadger.DefaultIteratorOptions
+			opts.PrefetchValues, opts.Prefix, opts.Reverse = false, prefix, true
+			it := txn.NewIterator(opts)
+			it.Seek(append(append([]byte(nil), prefix...), bytes.Repeat([]byte{0xff}, 9)...))
+			if it.Valid() {
+				if key := it.Item().Key(); len(key) == len(prefix)+8 {
+					b.seq = max(b.seq, binary.BigEndian.Uint64(key[len(prefix):]))
+				}
+			}
+			it.Close()
+		}
+		return nil
+	})
+}
+
+// machines returns the ids of the machines that have instances stored
+// (their counts' keys).
+func (b *Store) machines() ([]string, error) {
+	keys, err := b.keys([]byte{tagCount}, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(keys))
+	for _, key := range keys {
+		if m, ok := parseCountKey(key); ok {
+			out = append(out, m)
+		}
+	}
+	return out, nil
 }
 
 // commitQueued writes the waiting saves (up to maxBatch) in one batch,
@@ -631,7 +790,12 @@ type group struct {
 	txn         *dgbadger.Txn
 	members     []int
 	versions    map[store.Key]uint64
+	counts      map[string]uint64
 	size, count int64
+}
+
+func (b *Store) newGroup() *group {
+	return &group{txn: b.db.NewTransaction(true), versions: map[store.Key]uint64{}, counts: map[string]uint64{}}
 }
 
 // writeBatch writes a batch: each save (if its instance is still at its
@@ -641,6 +805,7 @@ type group struct {
 func (b *Store) writeBatch(batch []*saveReq) {
 	results := make([]error, len(batch))
 	clear(b.pending)
+	clear(b.pendingCounts)
 	var g *group
 	// stopped, once set, ends the batch: every save not yet written gets
 	// it.
@@ -691,8 +856,23 @@ func (b *Store) writeBatch(batch []*saveReq) {
 			results[i] = store.ErrConflict
 			continue
 		}
-		entries := b.entriesOf(r)
+		var instances, seq uint64 // the machine's count and the number of a creation
+		if cur == 0 {
+			if instances, err = b.count(r.k.Machine); err != nil {
+				results[i] = err
+				continue
+			}
+			instances++
+			seq = b.seq + 1
+		}
+		entries := b.entriesOf(r, seq)
 		size, count := b.estimate(entries)
+		if instances > 0 {
+			// The machine's count, which the transaction writes once
+			// as it commits (commitGroup), counted with each creation.
+			s, c := b.estimate([]entry{{key: countKey(r.k.Machine), val: uint64Bytes(instances)}})
+			size, count = size+s, count+c
+		}
 		if g != nil && (g.count+count >= b.maxCount || g.size+size >= b.maxSize) {
 			flush()
 			if stopped != nil {
@@ -705,7 +885,7 @@ func (b *Store) writeBatch(batch []*saveReq) {
 			continue
 		}
 		if g == nil {
-			g = &group{txn: b.db.NewTransaction(true), versions: map[store.Key]uint64{}}
+			g = b.newGroup()
 		}
 		for _, e := range entries {
 			if e.del {
@@ -735,6 +915,11 @@ func (b *Store) writeBatch(batch []*saveReq) {
 		g.count += count
 		g.versions[r.k] = r.version + 1
 		b.pending[r.k] = r.version + 1
+		if instances > 0 {
+			b.seq = seq
+			g.counts[r.k.Machine] = instances
+			b.pendingCounts[r.k.Machine] = instances
+		}
 	}
 	flush()
 	b.nSaves.Add(uint64(len(batch)))
@@ -749,10 +934,17 @@ type entry struct {
 	del      bool
 }
 
-// entriesOf returns a save's writes: its record, its audit entry, and the
-// deletion of the audit entry that falls out of the retention.
-func (b *Store) entriesOf(r *saveReq) []entry {
+// entriesOf returns a save's writes: its record, its audit entry, the
+// deletion of the audit entry that falls out of the retention, and, for
+// the save that creates the instance (seq, the creation's number, is
+// set), its index entries (but its machine's count, which its
+// transaction writes once: see commitGroup).
+func (b *Store) entriesOf(r *saveReq, seq uint64) []entry {
 	out := []entry{{key: r.key, val: r.val}}
+	if seq != 0 {
+		out = append(out, entry{key: recentKey(r.k.Machine, seq), val: recentValue(r.k.Handle)},
+			entry{key: seqKey(r.k), val: uint64Bytes(seq)})
+	}
 	if r.audit == nil {
 		return out
 	}
@@ -797,6 +989,20 @@ func (b *Store) checkSpace(need int64) error {
 // leaves the outcome unknown and fails the store.
 func (b *Store) commitGroup(g *group) error {
 	b.nCommits.Add(1)
+	// The counts of the machines whose instances it creates or deletes
+	// (their sizes are in the members' estimates).
+	for m, c := range g.counts {
+		var err error
+		if c == 0 {
+			err = g.txn.Delete(countKey(m))
+		} else {
+			err = g.txn.Set(countKey(m), uint64Bytes(c))
+		}
+		if err != nil {
+			g.txn.Discard()
+			return fmt.Errorf("store: a transaction was refused: %w", err)
+		}
+	}
 	err := b.commit(g.txn)
 	if err == nil {
 		if msg := b.syncErr.Load(); msg != nil {
@@ -813,6 +1019,9 @@ func (b *Store) commitGroup(g *group) error {
 	}
 	for k, v := range g.versions {
 		b.versions[k] = v
+	}
+	for m, c := range g.counts {
+		b.counts[m] = c
 	}
 	b.vmu.Unlock()
 	return nil
@@ -990,17 +1199,45 @@ func (b *Store) version(k store.Key, key []byte) (uint64, error) {
 	return binary.BigEndian.Uint64(val), nil // the record itself is not decoded
 }
 
-// drop deletes an instance, its audit trail first and its record last,
-// in transactions of its own.
+// count returns a machine's count of instances, as the batch being
+// written leaves it.
+func (b *Store) count(machine string) (uint64, error) {
+	if c, ok := b.pendingCounts[machine]; ok {
+		return c, nil
+	}
+	b.vmu.Lock()
+	c, ok := b.counts[machine]
+	b.vmu.Unlock()
+	if ok {
+		return c, nil
+	}
+	val, err := b.get(countKey(machine))
+	if errors.Is(err, dgbadger.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if len(val) != 8 {
+		return 0, errors.New("corrupt count of instances")
+	}
+	return binary.BigEndian.Uint64(val), nil
+}
+
+// drop deletes an instance, its audit trail first, then its record and
+// index entries, in transactions of its own.
 func (b *Store) drop(k store.Key) error {
+	cur, err := b.version(k, instanceKey(k))
+	if err != nil {
+		return err
+	}
 	keys, err := b.keys(trailPrefix(k), 0)
 	if err != nil {
 		return err
 	}
-	keys = append(keys, instanceKey(k))
 	var g *group
-	for _, key := range keys {
-		size, count := b.estimate([]entry{{key: key, del: true}})
+	add := func(es []entry) error {
+		size, count := b.estimate(es)
 		if g != nil && (g.count+count >= b.maxCount || g.size+size >= b.maxSize) {
 			if err := b.commitGroup(g); err != nil {
 				return err
@@ -1008,17 +1245,63 @@ func (b *Store) drop(k store.Key) error {
 			g = nil
 		}
 		if g == nil {
-			g = &group{txn: b.db.NewTransaction(true), versions: map[store.Key]uint64{}}
+			g = b.newGroup()
 		}
-		if err := g.txn.Delete(key); err != nil {
-			g.txn.Discard()
-			return err
+		for _, e := range es {
+			var err error
+			if e.del {
+				err = g.txn.Delete(e.key)
+			} else {
+				err = g.txn.Set(e.key, e.val)
+			}
+			if err != nil {
+				g.txn.Discard()
+				return err
+			}
 		}
 		g.size += size
 		g.count += count
+		return nil
+	}
+	for _, key := range keys {
+		if err := add([]entry{{key: key, del: true}}); err != nil {
+			return err
+		}
+	}
+	last := []entry{{key: instanceKey(k), del: true}}
+	var count uint64
+	if cur != 0 {
+		if count, err = b.count(k.Machine); err != nil {
+			return err
+		}
+		count = max(count, 1) - 1
+		if seq, err := b.get(seqKey(k)); err == nil && len(seq) == 8 {
+			last = append(last, entry{key: recentKey(k.Machine, binary.BigEndian.Uint64(seq)), del: true})
+		} else if err != nil && !errors.Is(err, dgbadger.ErrKeyNotFound) {
+			return err
+		}
+		last = append(last, entry{key: seqKey(k), del: true})
+	}
+	size, n := b.estimate(last)
+	if cur != 0 {
+		s, c := b.estimate([]entry{{key: countKey(k.Machine), val: uint64Bytes(count)}}) // (commitGroup writes it)
+		size, n = size+s, n+c
+	}
+	if g != nil && (g.count+n >= b.maxCount || g.size+size >= b.maxSize) {
+		if err := b.commitGroup(g); err != nil {
+			return err
+		}
+		g = nil
+	}
+	if err := add(last); err != nil {
+		return err
 	}
 	g.versions[k] = 0
 	b.pending[k] = 0
+	if cur != 0 {
+		g.counts[k.Machine] = count
+		b.pendingCounts[k.Machine] = count
+	}
 	return b.commitGroup(g)
 }
 
@@ -1124,6 +1407,136 @@ func (b *Store) List(ctx context.Context) ([]store.Key, error) {
 		if k, ok := parseInstanceKey(key); ok {
 			out = append(out, k)
 		}
+	}
+	return out, nil
+}
+
+// Recent returns the keys of the n newest instances (of a machine, or of
+// every machine for ""), the newest first, from the index: for every
+// machine, the last n of its index, merged.
+func (b *Store) Recent(ctx context.Context, machine string, n int) ([]store.Key, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if n <= 0 {
+		return nil, nil
+	}
+	if !b.indexed {
+		return b.scanRecent(ctx, machine, n)
+	}
+	machines := []string{machine}
+	if machine == "" {
+		var err error
+		if machines, err = b.machines(); err != nil {
+			return nil, err
+		}
+	}
+	type saved struct {
+		k   store.Key
+		seq uint64
+	}
+	var all []saved
+	err := b.db.View(func(txn *dgbadger.Txn) error {
+		for _, m := range machines {
+			prefix := machinePrefix(tagRecent, m)
+			opts := dgbadger.DefaultIteratorOptions
+			opts.Prefix, opts.Reverse, opts.PrefetchSize = prefix, true, min(n, 100)
+			it := txn.NewIterator(opts)
+			got := 0
+			for it.Seek(append(append([]byte(nil), prefix...), bytes.Repeat([]byte{0xff}, 9)...)); it.Valid() && got < n; it.Next() {
+				err := it.Item().Value(func(v []byte) error {
+					h, seq, ok := parseRecent(it.Item().Key()[len(prefix):], v)
+					if !ok {
+						return fmt.Errorf("store: a damaged entry in the index of %s", m)
+					}
+					all = append(all, saved{store.Key{Machine: m, Handle: h}, seq})
+					return nil
+				})
+				if err != nil {
+					it.Close()
+					return err
+				}
+				got++
+			}
+			it.Close()
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(all, func(x, y saved) int { return cmp.Compare(y.seq, x.seq) })
+	out := make([]store.Key, 0, min(n, len(all)))
+	for _, s := range all[:min(n, len(all))] {
+		out = append(out, s.k)
+	}
+	return out, nil
+}
+
+// Count returns how many instances of a machine (of every machine for
+// "") are stored, from the index.
+func (b *Store) Count(ctx context.Context, machine string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if !b.indexed {
+		keys, err := b.scanRecent(ctx, machine, -1)
+		return len(keys), err
+	}
+	machines := []string{machine}
+	if machine == "" {
+		var err error
+		if machines, err = b.machines(); err != nil {
+			return 0, err
+		}
+	}
+	total := 0
+	for _, m := range machines {
+		val, err := b.get(countKey(m))
+		if errors.Is(err, dgbadger.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if len(val) != 8 {
+			return 0, fmt.Errorf("store: the count of the instances of %s is damaged", m)
+		}
+		total += int(binary.BigEndian.Uint64(val))
+	}
+	return total, nil
+}
+
+// scanRecent is Recent (every key for n < 0) of a store with no index (of
+// format 2, opened read-only): every record is read, and sorted by its
+// time, as buildIndex sorts them.
+func (b *Store) scanRecent(ctx context.Context, machine string, n int) ([]store.Key, error) {
+	keys, err := b.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	type saved struct {
+		k       store.Key
+		updated time.Time
+	}
+	var all []saved
+	for _, k := range keys {
+		if machine != "" && k.Machine != machine {
+			continue
+		}
+		rec, _, err := b.Load(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, saved{k, rec.Updated})
+	}
+	slices.SortStableFunc(all, func(x, y saved) int { return y.updated.Compare(x.updated) })
+	if n >= 0 && len(all) > n {
+		all = all[:n]
+	}
+	out := make([]store.Key, len(all))
+	for i, s := range all {
+		out[i] = s.k
 	}
 	return out, nil
 }

@@ -619,6 +619,9 @@ func describeKey(key []byte) string {
 	if k, v, ok := parseAuditKey(key); ok {
 		return fmt.Sprintf("audit entry %d of %s %q", v, k.Machine, truncate(k.Handle))
 	}
+	if len(key) > 0 && (key[0] == tagRecent || key[0] == tagSeq || key[0] == tagCount) {
+		return fmt.Sprintf("an entry of the index of the instances (%d bytes)", len(key))
+	}
 	if nk, ok := newKeyOf(key); ok {
 		return describeKey(nk)
 	}

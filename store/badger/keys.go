@@ -16,20 +16,88 @@ import (
 //
 //	instance record  'I' len(machine) machine len(handle) handle
 //	audit entry      'A' len(machine) machine len(handle) handle version (8 bytes, big-endian)
+//	index entry      'R' len(machine) machine seq (8 bytes, big-endian) -> len(handle) handle
+//	its place        'S' len(machine) machine len(handle) handle -> seq (8 bytes)
+//	instances        'C' len(machine) machine -> their count (8 bytes)
 //	store format     'M' "format"
 //
-// Stores written before this format (formatKey absent) used
+// The index (R, S, C) is written in the transaction of the save that
+// creates an instance (its first) and of its deletion, never by the
+// other saves: seq numbers the creations, so that a machine's R keys,
+// read backwards, are its newest instances first, and S is where an
+// instance's entry is, for its deletion.
+//
+// Stores written before format 2 (formatKey absent) used
 // "i/MACHINE\x00HANDLE" and "a/MACHINE\x00HANDLE\x00VERSION"; they are
-// migrated when opened (see migrateKeys).
+// migrated when opened (see migrateKeys). Stores of format 2 have no
+// index: it is built when they are opened for writing (buildIndex).
 const (
 	tagInstance = 'I'
 	tagAudit    = 'A'
+	tagRecent   = 'R'
+	tagSeq      = 'S'
+	tagCount    = 'C'
 )
 
 // formatKey records the store's key format, formatVersion.
 var formatKey = []byte("Mformat")
 
-const formatVersion = "2"
+const (
+	formatVersion = "3"
+	// formatNoIndex is the format of stores with the keys of today and
+	// no index.
+	formatNoIndex = "2"
+)
+
+// machinePrefix is tag and a machine's id, after its length.
+func machinePrefix(tag byte, machine string) []byte {
+	b := binary.AppendUvarint(append(make([]byte, 0, 2+binary.MaxVarintLen64+len(machine)+8), tag), uint64(len(machine)))
+	return append(b, machine...)
+}
+
+// recentKey is the key of an instance's entry in its machine's index, for
+// the creation numbered seq.
+func recentKey(machine string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(machinePrefix(tagRecent, machine), seq)
+}
+
+// recentValue is an entry's value: the handle, after its length (never
+// empty: the checks at open take an empty value for a lost one).
+func recentValue(handle string) []byte {
+	return append(binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(handle)), uint64(len(handle))), handle...)
+}
+
+// parseRecent reads an entry of a machine's index (key after the
+// machine's prefix, and value).
+func parseRecent(rest, val []byte) (handle string, seq uint64, ok bool) {
+	n, w := binary.Uvarint(val)
+	if len(rest) != 8 || w <= 0 || uint64(len(val)-w) != n {
+		return "", 0, false
+	}
+	return string(val[w:]), binary.BigEndian.Uint64(rest), true
+}
+
+// seqKey is the key of an instance's place in the index.
+func seqKey(k store.Key) []byte {
+	return appendKeyOf(append(make([]byte, 0, keyLen(k)), tagSeq), k)
+}
+
+// countKey is the key of a machine's count of instances.
+func countKey(machine string) []byte { return machinePrefix(tagCount, machine) }
+
+// parseCountKey reads a machine's id from its count's key.
+func parseCountKey(b []byte) (string, bool) {
+	if len(b) == 0 || b[0] != tagCount {
+		return "", false
+	}
+	n, w := binary.Uvarint(b[1:])
+	if w <= 0 || uint64(len(b)-1-w) != n {
+		return "", false
+	}
+	return string(b[1+w:]), true
+}
+
+func uint64Bytes(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 
 // appendKeyOf appends an instance's components to b.
 func appendKeyOf(b []byte, k store.Key) []byte {

@@ -337,6 +337,13 @@ func TestUpgradeFromTheOldStore(t *testing.T) {
 		if err != nil || len(keys) != len(want)-1 {
 			t.Fatalf("listed %d, %v; want %d", len(keys), err, len(want)-1)
 		}
+		// The index, built in the upgrade (on the scratch copy, read-only).
+		if recent, err := b.Recent(ctx, "", 100); err != nil || len(recent) != len(keys) {
+			t.Fatalf("Recent lists %d, %v; want %d", len(recent), err, len(keys))
+		}
+		if n, err := b.Count(ctx, ""); err != nil || n != len(keys) {
+			t.Fatalf("Count = %d, %v; want %d", n, err, len(keys))
+		}
 		for _, w := range want {
 			k := store.Key{Machine: w.Machine, Handle: w.Handle}
 			rec, v, err := b.Load(ctx, k)

@@ -1,7 +1,8 @@
 // Package storetest is the contract every store engine passes: the
 // behaviour the gate relies on (compare-and-swap on versions, concurrent
 // saves, the audit trail and its retention, deletion and listing, keys of
-// any bytes that never meet, the reset record) and the limits every
+// any bytes that never meet, the reset record, the index of the instances
+// by their last save and their count per machine) and the limits every
 // engine enforces alike (a key, record or audit entry over them refused
 // with store.ErrTooLarge, nothing written). An engine's tests call Run
 // with a way to open it; the suite is the same for every engine. It
@@ -57,6 +58,8 @@ func Run(t *testing.T, e Engine) {
 		{"KeyLimit", testKeyLimit},
 		{"RecordLimit", testRecordLimit},
 		{"AuditEntryLimit", testAuditEntryLimit},
+		{"Index", testIndex},
+		{"IndexConcurrent", testIndexConcurrent},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, e) })
 	}
