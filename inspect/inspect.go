@@ -189,6 +189,7 @@ func New(o Options) *Handler {
 	mux.HandleFunc("GET "+Prefix+"/_/events", h.events)
 	mux.HandleFunc("GET "+Prefix+"/_/static/", h.serveStatic)
 	mux.HandleFunc("POST "+Prefix+"/_/reset", h.reset)
+	mux.HandleFunc("POST "+Prefix+"/_/approve", h.approve)
 	h.mux = mux
 	return h
 }
@@ -305,6 +306,8 @@ type indexData struct {
 	Total       int // instances stored
 	Shown       int
 	ResetButton bool
+	// Approvals are the calls waiting for an operator, oldest first.
+	Approvals []approvalView
 }
 
 func (h *Handler) index(w http.ResponseWriter, r *http.Request) {
@@ -314,7 +317,7 @@ func (h *Handler) index(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cannot read the store: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	d := indexData{Files: h.files(ctx), Instances: rows, Total: total, Shown: len(rows)}
+	d := indexData{Files: h.files(ctx), Instances: rows, Total: total, Shown: len(rows), Approvals: h.approvals(ctx)}
 	h.render(w, r, "index", page{Title: "Workflows", Data: d})
 }
 
@@ -475,8 +478,10 @@ type instanceData struct {
 	// ResetNeeds is the role the request's principal lacks to reset the
 	// instance, which would have the button ("" when it has it).
 	ResetNeeds string
-	Version    uint64
-	NotStored  bool
+	// Approval is the call that waits for an operator's approval, if any.
+	Approval  *approvalView
+	Version   uint64
+	NotStored bool
 }
 
 func (h *Handler) instance(w http.ResponseWriter, r *http.Request) {
@@ -519,6 +524,10 @@ func (h *Handler) instance(w http.ResponseWriter, r *http.Request) {
 			}
 			if d.ResetButton {
 				d.ResetToken = h.resetToken(id, handle)
+			}
+			if st.Pending != nil {
+				a := h.approvalOf(ctx, id, handle, *st.Pending)
+				d.Approval = &a
 			}
 		} else {
 			d.SVGError = err.Error()

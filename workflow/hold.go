@@ -204,8 +204,15 @@ func (h *Hold) Decline(ctx context.Context, id string, by store.Principal, comme
 // by an operator who holds none of the roles the call names.
 var ErrNotApprover = errors.New("the operator may not settle this call")
 
-// mayApprove checks that an operator holds one of a waiting call's roles
-// (any operator may settle one that names none), and is not its caller.
+// MayApprove checks that an operator may settle a waiting call, as
+// Approve and Decline do: the operator holds one of its roles (any
+// operator may settle one that names none) and is not its caller (an
+// unauthenticated principal, auth "none", is nobody in particular). The
+// error wraps ErrNotApprover and says why.
+func MayApprove(p *store.Pending, by store.Principal) error {
+	return mayApprove(p, by)
+}
+
 func mayApprove(p *store.Pending, by store.Principal) error {
 	if by.Sub == p.Principal.Sub && by.Auth != "none" {
 		return fmt.Errorf("%w: %s called %s, and may not approve it too", ErrNotApprover, by.Sub, p.Tool)

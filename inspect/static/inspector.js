@@ -1,5 +1,6 @@
 // stategate inspector: keeps the page up to date (server-sent events),
-// shows times in the browser's time zone, and asks before a reset.
+// shows times in the browser's time zone, asks before a reset, and keeps
+// an approval's comment being written across updates.
 (function () {
   "use strict";
   var main = document.getElementById("main");
@@ -55,7 +56,20 @@
       return r.text().then(function (html) {
         var before = {};
         main.querySelectorAll("tr[data-version]").forEach(function (tr) { before[tr.dataset.version] = true; });
+        // An operator's comment being written survives the update (the
+        // form of the same waiting call gets it back, with the focus).
+        var typed = {}, focused = null;
+        main.querySelectorAll("form.approve").forEach(function (f) {
+          var c = f.elements.comment, id = f.elements.call.value;
+          typed[id] = c.value;
+          if (document.activeElement === c) focused = id;
+        });
         main.innerHTML = html;
+        main.querySelectorAll("form.approve").forEach(function (f) {
+          var id = f.elements.call.value;
+          if (typed[id]) f.elements.comment.value = typed[id];
+          if (focused === id) f.elements.comment.focus();
+        });
         main.querySelectorAll("tr[data-version]").forEach(function (tr) {
           if (Object.keys(before).length && !before[tr.dataset.version]) tr.classList.add("flash");
         });
