@@ -251,17 +251,29 @@ type Store interface {
 }
 
 // Memory is a Store in memory, for tests and for a server that may forget.
+// Its replicas (Replica) are Shared stores on its data, for tests of
+// several replicas in one process.
 type Memory struct {
 	mu    sync.Mutex
 	recs  map[Key]memRecord
 	audit map[Key][]AuditEntry
 	// Retention bounds the audit entries kept per instance.
 	Retention int
+
+	// What its replicas share (memory_shared.go).
+	feed Feed
+	runs map[string]time.Time // run: expires
 }
 
 type memRecord struct {
 	rec     Record
 	version uint64
+	// What a Shared store keeps beside the record.
+	nextDue    time.Time
+	savedBy    string
+	intent     OpenIntent
+	leaseRun   string
+	leaseUntil time.Time // zero: no lease
 }
 
 // NewMemory returns an empty in-memory store.
@@ -290,6 +302,11 @@ func (m *Memory) Load(ctx context.Context, k Key) (Record, uint64, error) {
 // what every engine refuses (see CheckKey, CheckRecord, CheckAuditEntry),
 // storing nothing.
 func (m *Memory) Save(ctx context.Context, k Key, rec Record, version uint64) (uint64, error) {
+	return m.save(ctx, k, rec, version, "")
+}
+
+// save is Save for the replica of a run ("": the Memory itself).
+func (m *Memory) save(ctx context.Context, k Key, rec Record, version uint64, run string) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -312,9 +329,12 @@ func (m *Memory) Save(ctx context.Context, k Key, rec Record, version uint64) (u
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.recs[k].version != version {
+	old := m.recs[k]
+	if old.version != version {
 		return 0, ErrConflict
 	}
+	saved := memRecord{version: version + 1, nextDue: NextDueOf(rec.Timers), savedBy: run,
+		intent: OpenIntentAfter(old.intent, rec.Audit, version+1)}
 	rec.Snapshot = append([]byte(nil), rec.Snapshot...)
 	if rec.Audit != nil {
 		trail := append(m.audit[k], entry)
@@ -324,19 +344,28 @@ func (m *Memory) Save(ctx context.Context, k Key, rec Record, version uint64) (u
 		m.audit[k] = trail
 		rec.Audit = nil
 	}
-	m.recs[k] = memRecord{rec, version + 1}
+	saved.rec = rec
+	m.recs[k] = saved
+	m.feed.Publish(Change{Key: k, Version: saved.version, NextDue: saved.nextDue, Intent: saved.intent, Run: run})
 	return version + 1, nil
 }
 
 // Delete removes an instance.
-func (m *Memory) Delete(ctx context.Context, k Key) error {
+func (m *Memory) Delete(ctx context.Context, k Key) error { return m.delete(k, "") }
+
+// delete is Delete for the replica of a run ("": the Memory itself).
+func (m *Memory) delete(k Key, run string) error {
 	if err := CheckKey(k); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	_, ok := m.recs[k]
 	delete(m.recs, k)
 	delete(m.audit, k)
+	if ok {
+		m.feed.Publish(Change{Key: k, Run: run})
+	}
 	return nil
 }
 
