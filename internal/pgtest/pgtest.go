@@ -1,7 +1,7 @@
 // Package pgtest starts throwaway PostgreSQL clusters for tests: initdb
 // in a temporary folder (as the postgres user when the tests run as root:
 // initdb and postgres refuse root), the server listening on a unix socket
-// in that folder only (listen_addresses=”), stopped and started again at
+// in that folder only (no TCP: listen_addresses empty), stopped and started again at
 // will (for tests of a database that goes away), and a fresh database per
 // test, dropped when the test ends. A test binary shares one cluster
 // (Shared), started on first use; tests skip, saying why, where
