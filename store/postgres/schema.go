@@ -133,6 +133,7 @@ type queries struct {
 	deleteTrail                      string
 	claim, nextDue                   string
 	register, live, endRun, release  string
+	forgetRuns                       string
 }
 
 func (q queries) expand(sql string) string { return strings.ReplaceAll(sql, "{s}", q.schema) }
@@ -197,7 +198,8 @@ RETURNING i.machine, i.handle, i.version, i.next_due`)
 	q.register = q.expand(`INSERT INTO {s}.runs (run, host, expires) VALUES ($1, $2, $3)
 		ON CONFLICT (run) DO UPDATE SET expires = EXCLUDED.expires`)
 	q.live = q.expand(`SELECT run FROM {s}.runs WHERE expires > $1 ORDER BY run`)
-	q.endRun = q.expand(`DELETE FROM {s}.runs WHERE run = $1 OR expires < $2`)
+	q.endRun = q.expand(`DELETE FROM {s}.runs WHERE run = $1`)
+	q.forgetRuns = q.expand(`DELETE FROM {s}.runs WHERE expires < $1`)
 	q.release = q.expand(`UPDATE {s}.instances SET lease_run = NULL, lease_until = NULL
 		WHERE machine = $1 AND handle = $2 AND lease_run = $3`)
 	return q

@@ -101,3 +101,23 @@ func TestContract(t *testing.T) {
 		},
 	})
 }
+
+// TestShared runs the shared stores' contract on two stores on one
+// schema, their feeds cut by ending the backends that LISTEN.
+func TestShared(t *testing.T) {
+	storetest.RunShared(t, storetest.SharedEngine{
+		Open: func(t *testing.T) (a, b store.Shared) {
+			schema := newSchema(t)
+			return openTest(t, schema, Options{}), openTest(t, schema, Options{})
+		},
+		CutFeed: func(t *testing.T, a, b store.Shared) {
+			s := a.(*Store)
+			var n int
+			err := s.pool.QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+				WHERE query LIKE 'LISTEN%' AND query LIKE '%' || $1 || '%'`, s.q.channelRaw).Scan(&n)
+			if err != nil || n != 2 {
+				t.Fatalf("ended %d LISTEN backends, %v", n, err)
+			}
+		},
+	})
+}

@@ -84,11 +84,14 @@ func (s *Store) NextDue(ctx context.Context) (time.Time, bool, error) {
 	return at, true, nil
 }
 
-// RegisterRun records this replica's run alive until now+ttl.
+// RegisterRun records this replica's run alive until now+ttl, and
+// forgets the runs that expired a day before now.
 func (s *Store) RegisterRun(ctx context.Context, now time.Time, ttl time.Duration) error {
 	return s.read(ctx, func(ctx context.Context) error {
-		_, err := s.pool.Exec(ctx, s.q.register, s.run, s.host, now.Add(ttl))
-		return err
+		b := &pgx.Batch{}
+		b.Queue(s.q.register, s.run, s.host, now.Add(ttl))
+		b.Queue(s.q.forgetRuns, now.Add(-24*time.Hour))
+		return s.pool.SendBatch(ctx, b).Close()
 	})
 }
 
@@ -111,12 +114,10 @@ func (s *Store) Live(ctx context.Context, now time.Time) ([]string, error) {
 	return out, err
 }
 
-// endRun removes this replica's run (and runs expired a day ago) and
-// releases the leases it holds.
+// endRun removes this replica's run and releases the leases it holds.
 func (s *Store) endRun(ctx context.Context) error {
-	now := time.Now()
 	b := &pgx.Batch{}
-	b.Queue(s.q.endRun, s.run, now.Add(-24*time.Hour))
+	b.Queue(s.q.endRun, s.run)
 	s.cmu.Lock()
 	for k := range s.claimed {
 		b.Queue(s.q.release, []byte(k.Machine), []byte(k.Handle), s.run)
