@@ -152,10 +152,10 @@ func TestUnavailable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	k := store.Key{Machine: "m", Handle: "h"}
+	resync, changes := feedOf(t, s)
 	if _, err := s.Save(ctx, k, store.Record{Snapshot: []byte(`1`)}, 0); err != nil {
 		t.Fatal(err)
 	}
-	resync, changes := feedOf(t, s)
 	await(t, changes, "the first change")
 	if err := cluster.Stop(); err != nil {
 		t.Fatal(err)
