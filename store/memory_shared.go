@@ -16,6 +16,8 @@ type MemoryReplica struct {
 	run string
 }
 
+var _ Shared = (*MemoryReplica)(nil)
+
 // Replica returns a replica of the Memory for a run (named by the
 // caller: each replica's own).
 func (m *Memory) Replica(run string) *MemoryReplica { return &MemoryReplica{Memory: m, run: run} }

@@ -122,6 +122,8 @@ type Store struct {
 	nCommits atomic.Uint64
 }
 
+var _ store.Shared = (*Store)(nil)
+
 // Stats returns how many saves were written, in how many commits.
 func (s *Store) Stats() (saves, commits uint64) { return s.nSaves.Load(), s.nCommits.Load() }
 

@@ -81,8 +81,16 @@ func (s *Store) migrate(ctx context.Context) error {
 			return fmt.Errorf("store: create the schema %s: %w", s.q.schema, err)
 		}
 	}
-	if _, err := tx.Exec(ctx, s.q.expand(`CREATE TABLE IF NOT EXISTS {s}.meta (key text PRIMARY KEY, value text NOT NULL)`)); err != nil {
-		return fmt.Errorf("store: in the schema %s: %w", s.q.schema, err)
+	// (Checked first: a role that may not create tables in the schema
+	// still opens a store made by one that may.)
+	var meta *string
+	if err := tx.QueryRow(ctx, "SELECT to_regclass($1)::text", s.q.expand("{s}.meta")).Scan(&meta); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if meta == nil {
+		if _, err := tx.Exec(ctx, s.q.expand(`CREATE TABLE {s}.meta (key text PRIMARY KEY, value text NOT NULL)`)); err != nil {
+			return fmt.Errorf("store: in the schema %s: %w", s.q.schema, err)
+		}
 	}
 	have := 0
 	var v string

@@ -121,3 +121,19 @@ func TestShared(t *testing.T) {
 		},
 	})
 }
+
+// TestNoSync: with NoSync, the store's connections commit without
+// waiting for the disk.
+func TestNoSync(t *testing.T) {
+	for _, c := range []struct {
+		noSync bool
+		want   string
+	}{{false, "on"}, {true, "off"}} {
+		s := openTest(t, newSchema(t), Options{NoSync: c.noSync})
+		var got string
+		if err := s.pool.QueryRow(context.Background(), "SHOW synchronous_commit").Scan(&got); err != nil || got != c.want {
+			t.Errorf("NoSync %v: synchronous_commit %s, %v", c.noSync, got, err)
+		}
+		s.Close()
+	}
+}
