@@ -88,9 +88,9 @@ var ErrNewerSchema = errors.New("the store's schema is newer than this stategate
 // Store is a store.Shared in PostgreSQL.
 //
 // Saves wait in a queue; Options.Committers batches of them (one by
-// default) are written at once, each in one transaction of two round trips: the
-// saves' compare-and-swaps (their keys sorted), then a NOTIFY of those
-// that were made and the COMMIT. A save returns once its batch is
+// default) are written at once, each in one transaction of two round
+// trips: the saves' compare-and-swaps (their keys sorted), then a NOTIFY
+// of those that were made and the COMMIT. A save returns once its batch is
 // committed.
 type Store struct {
 	pool      *pgxpool.Pool
