@@ -290,6 +290,8 @@ type Store interface {
 }
 
 // Memory is a Store in memory, for tests and for a server that may forget.
+// Its replicas (Replica) are Shared stores on its data, for tests of
+// several replicas in one process.
 type Memory struct {
 	mu    sync.Mutex
 	recs  map[Key]memRecord
@@ -301,12 +303,22 @@ type Memory struct {
 	seq    uint64
 	// Retention bounds the audit entries kept per instance.
 	Retention int
+
+	// What its replicas share (memory_shared.go).
+	feed Feed
+	runs map[string]time.Time // run: expires
 }
 
 type memRecord struct {
 	rec     Record
 	version uint64
 	at      *list.Element // in recent[machine]; its Value a memSaved
+	// What a Shared store keeps beside the record.
+	nextDue    time.Time
+	savedBy    string
+	intent     OpenIntent
+	leaseRun   string
+	leaseUntil time.Time // zero: no lease
 }
 
 type memSaved struct {
@@ -340,6 +352,11 @@ func (m *Memory) Load(ctx context.Context, k Key) (Record, uint64, error) {
 // what every engine refuses (see CheckKey, CheckRecord, CheckAuditEntry),
 // storing nothing.
 func (m *Memory) Save(ctx context.Context, k Key, rec Record, version uint64) (uint64, error) {
+	return m.save(ctx, k, rec, version, "")
+}
+
+// save is Save for the replica of a run ("": the Memory itself).
+func (m *Memory) save(ctx context.Context, k Key, rec Record, version uint64, run string) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -362,9 +379,12 @@ func (m *Memory) Save(ctx context.Context, k Key, rec Record, version uint64) (u
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.recs[k].version != version {
+	old := m.recs[k]
+	if old.version != version {
 		return 0, ErrConflict
 	}
+	saved := memRecord{version: version + 1, nextDue: NextDueOf(rec.Timers), savedBy: run,
+		intent: OpenIntentAfter(old.intent, rec.Audit, version+1)}
 	rec.Snapshot = append([]byte(nil), rec.Snapshot...)
 	if rec.Audit != nil {
 		trail := append(m.audit[k], entry)
@@ -374,7 +394,7 @@ func (m *Memory) Save(ctx context.Context, k Key, rec Record, version uint64) (u
 		m.audit[k] = trail
 		rec.Audit = nil
 	}
-	r := m.recs[k]
+	saved.at = old.at
 	if version == 0 {
 		l := m.recent[k.Machine]
 		if l == nil {
@@ -382,20 +402,26 @@ func (m *Memory) Save(ctx context.Context, k Key, rec Record, version uint64) (u
 			m.recent[k.Machine] = l
 		}
 		m.seq++
-		r.at = l.PushFront(memSaved{k, m.seq})
+		saved.at = l.PushFront(memSaved{k, m.seq})
 	}
-	m.recs[k] = memRecord{rec, version + 1, r.at}
+	saved.rec = rec
+	m.recs[k] = saved
+	m.feed.Publish(Change{Key: k, Version: saved.version, NextDue: saved.nextDue, Intent: saved.intent, Run: run})
 	return version + 1, nil
 }
 
 // Delete removes an instance.
-func (m *Memory) Delete(ctx context.Context, k Key) error {
+func (m *Memory) Delete(ctx context.Context, k Key) error { return m.delete(k, "") }
+
+// delete is Delete for the replica of a run ("": the Memory itself).
+func (m *Memory) delete(k Key, run string) error {
 	if err := CheckKey(k); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if r, ok := m.recs[k]; ok {
+	r, ok := m.recs[k]
+	if ok {
 		l := m.recent[k.Machine]
 		l.Remove(r.at)
 		if l.Len() == 0 {
@@ -404,6 +430,9 @@ func (m *Memory) Delete(ctx context.Context, k Key) error {
 	}
 	delete(m.recs, k)
 	delete(m.audit, k)
+	if ok {
+		m.feed.Publish(Change{Key: k, Run: run})
+	}
 	return nil
 }
 

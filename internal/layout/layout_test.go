@@ -35,6 +35,7 @@ func deps(t *testing.T, pkg string) []string {
 var (
 	mcpGo     = []string{"github.com/mark3labs/mcp-go"}
 	badger    = []string{"github.com/dgraph-io/badger", module + "store/badger"}
+	postgres  = []string{"github.com/jackc/pgx", module + "store/postgres"}
 	fsnotify  = []string{"github.com/fsnotify/fsnotify", module + "internal/watch"}
 	jsEngine  = []string{"github.com/dop251/goja", "github.com/evanw/esbuild", module + "xstate/js"}
 	outModule = []string{""} // anything outside the standard library and the module (checked apart)
@@ -45,8 +46,8 @@ var (
 // runtime (workflow) links no MCP, no store engine, no file watcher and no
 // JavaScript; the gate links no store engine, no file watcher and no
 // JavaScript; the store's interface links no engine; only xstate/js
-// links goja and esbuild, only store/badger Badger, only internal/watch
-// fsnotify.
+// links goja and esbuild, only store/badger Badger, only store/postgres
+// pgx, only internal/watch fsnotify.
 func TestLayout(t *testing.T) {
 	for _, c := range []struct {
 		pkg    string
@@ -54,15 +55,16 @@ func TestLayout(t *testing.T) {
 	}{
 		{"interp", [][]string{outModule}},
 		{"xstate", [][]string{outModule}},
-		{"store", [][]string{badger, mcpGo, fsnotify, jsEngine}},
-		{"store/storetest", [][]string{badger, mcpGo, fsnotify, jsEngine}},
-		{"store/badger", [][]string{mcpGo, fsnotify, jsEngine}},
-		{"workflow", [][]string{mcpGo, badger, fsnotify, jsEngine}},
-		{"upstream", [][]string{badger, fsnotify, jsEngine}},
-		{"gate", [][]string{badger, fsnotify, jsEngine}},
-		{"inspect", [][]string{badger, fsnotify, jsEngine, {module + "gate"}}},
-		{"graph", [][]string{badger, fsnotify, jsEngine, mcpGo}},
-		{"auth", [][]string{badger, fsnotify, jsEngine, mcpGo, {module + "gate", module + "workflow"}}},
+		{"store", [][]string{badger, postgres, mcpGo, fsnotify, jsEngine}},
+		{"store/storetest", [][]string{badger, postgres, mcpGo, fsnotify, jsEngine}},
+		{"store/badger", [][]string{postgres, mcpGo, fsnotify, jsEngine}},
+		{"store/postgres", [][]string{badger, mcpGo, fsnotify, jsEngine}},
+		{"workflow", [][]string{mcpGo, badger, postgres, fsnotify, jsEngine}},
+		{"upstream", [][]string{badger, postgres, fsnotify, jsEngine}},
+		{"gate", [][]string{badger, postgres, fsnotify, jsEngine}},
+		{"inspect", [][]string{badger, postgres, fsnotify, jsEngine, {module + "gate"}}},
+		{"graph", [][]string{badger, postgres, fsnotify, jsEngine, mcpGo}},
+		{"auth", [][]string{badger, postgres, fsnotify, jsEngine, mcpGo, {module + "gate", module + "workflow"}}},
 	} {
 		for _, d := range deps(t, c.pkg) {
 			for _, deny := range c.denied {
@@ -84,6 +86,7 @@ func TestLayout(t *testing.T) {
 	for pkg, want := range map[string]string{
 		"xstate/js":      "github.com/dop251/goja",
 		"store/badger":   "github.com/dgraph-io/badger",
+		"store/postgres": "github.com/jackc/pgx",
 		"internal/watch": "github.com/fsnotify/fsnotify",
 		"gate":           "github.com/mark3labs/mcp-go",
 	} {
