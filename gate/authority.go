@@ -230,7 +230,7 @@ func (g *Gate) pend(c *call, t *workflow.Tool) *mcp.CallToolResult {
 		return g.pendingResult(c, in, fmt.Sprintf("%s was not done: ", t.Name))
 	}
 	if v := g.view(in); !contains(v.tools, t.Name) {
-		return refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", t.Name, workflow.StateString(in.Snapshot)), m, c.handle, g.seen(v, c.principal))
+		return refusal("FORBIDDEN", notAvailable(t.Name, m, v), m, c.handle, g.seen(v, c.principal))
 	}
 	if err := t.Validate(c.args); err != nil {
 		return errorResult("INVALID_ARGUMENTS", "INVALID_ARGUMENTS: "+err.Error(), map[string]any{"tool": t.Name})

@@ -318,7 +318,7 @@ func (g *Gate) callBound(ctx context.Context, ref *toolRef, req mcp.CallToolRequ
 			return g.fitOutput(ref.full, errorResult("ERROR", "ERROR: "+err.Error(), nil)), nil
 		}
 		if !contains(g.visible(v.tools, c.principal), b.name) {
-			return g.fitOutput(ref.full, refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", b.name, workflow.StateString(v.snap)), m, c.handle, g.seen(v, c.principal))), nil
+			return g.fitOutput(ref.full, refusal("FORBIDDEN", notAvailable(b.name, m, v), m, c.handle, g.seen(v, c.principal))), nil
 		}
 		var bad *mcp.CallToolResult
 		if confirmed, bad = g.confirm(c, b.name, b.confirm, v.snap.Context); bad != nil {
@@ -338,7 +338,7 @@ func (g *Gate) callBound(ctx context.Context, ref *toolRef, req mcp.CallToolRequ
 		return g.fitOutput(ref.full, g.pendingResult(c, in, fmt.Sprintf("%s was not done: ", b.name))), nil
 	}
 	if v := g.view(in); !contains(v.tools, b.name) {
-		return g.fitOutput(ref.full, refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", b.name, workflow.StateString(in.Snapshot)), m, c.handle, g.seen(v, c.principal))), nil
+		return g.fitOutput(ref.full, refusal("FORBIDDEN", notAvailable(b.name, m, v), m, c.handle, g.seen(v, c.principal))), nil
 	}
 	// The handler's side effects cannot be undone: an intent goes to the
 	// audit trail first, and what ends it (the transition, or a note that

@@ -159,7 +159,7 @@ func (g *Gate) callEvent(c *call) *mcp.CallToolResult {
 			return errorResult("ERROR", "ERROR: "+err.Error(), nil)
 		}
 		if !contains(g.visible(v.tools, c.principal), t.Name) {
-			return refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", t.Name, workflow.StateString(v.snap)), m, c.handle, g.seen(v, c.principal))
+			return refusal("FORBIDDEN", notAvailable(t.Name, m, v), m, c.handle, g.seen(v, c.principal))
 		}
 		var bad *mcp.CallToolResult
 		if confirmed, bad = g.confirm(c, t.Name, t.Confirm, v.snap.Context); bad != nil {
@@ -177,7 +177,7 @@ func (g *Gate) callEvent(c *call) *mcp.CallToolResult {
 			return &refused{res: g.pendingResult(c, in, fmt.Sprintf("%s was not done: ", t.Name))}
 		}
 		if v := g.view(in); !contains(v.tools, t.Name) {
-			return &refused{res: refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", t.Name, workflow.StateString(in.Snapshot)), m, c.handle, g.seen(v, c.principal))}
+			return &refused{res: refusal("FORBIDDEN", notAvailable(t.Name, m, v), m, c.handle, g.seen(v, c.principal))}
 		}
 		if err := t.Validate(c.args); err != nil {
 			return &refused{res: errorResult("INVALID_ARGUMENTS", "INVALID_ARGUMENTS: "+err.Error(), map[string]any{"tool": t.Name})}

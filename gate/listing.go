@@ -19,6 +19,18 @@ type view struct {
 	snap    *interp.Snapshot
 	tools   []string // names, sorted: the event, bound and state tools allowed, and the status or reset tool
 	initial bool     // in the machine's initial state
+	// notStarted is set for an instance that needs its input and was not
+	// started (workflow.Instance.NotStarted): it takes the start tool and
+	// the status tool only.
+	notStarted bool
+}
+
+// notStartedView is what an instance not started allows: the start tool
+// (which takes its input) and the status tool.
+func notStartedView(m *workflow.Workflow) view {
+	tools := []string{m.StartTool, m.StatusTool}
+	sort.Strings(tools)
+	return view{snap: m.NotStartedSnapshot(), tools: tools, notStarted: true}
 }
 
 // viewOf computes what an instance allows: the events it would take
@@ -27,6 +39,10 @@ type view struct {
 // once it is done or failed; the status tool always.
 func (g *Gate) viewOf(sv *served, m *workflow.Workflow, s *interp.Snapshot) view {
 	v := view{snap: s, tools: []string{m.StatusTool}, initial: m.IsInitial(s)}
+	if m.NeedsInput() && m.HandleKey != "" {
+		// Another instance may be started, by its handle, at any time.
+		v.tools = append(v.tools, m.StartTool)
+	}
 	if s.Status != interp.StatusActive {
 		v.tools = append(v.tools, m.ResetTool)
 	} else {
@@ -79,6 +95,9 @@ func (g *Gate) view(in *workflow.Instance) view {
 	}
 	c.mu.Unlock()
 	v := g.viewOf(sv, in.Workflow, in.Snapshot)
+	if in.NotStarted {
+		v = notStartedView(in.Workflow)
+	}
 	if in.Pending != nil {
 		v.tools = []string{in.Workflow.StatusTool} // it takes no call until the approval is settled
 	}
@@ -102,6 +121,9 @@ func (g *Gate) view(in *workflow.Instance) view {
 // current returns an instance's view: its stored snapshot, or the
 // machine's initial state when it has none (nothing is created).
 func (g *Gate) current(ctx context.Context, m *workflow.Workflow, handle string) (view, error) {
+	if handle == "" && m.NeedsInput() {
+		return notStartedView(m), nil
+	}
 	if handle == "" {
 		init := m.Initial()
 		if init == nil {

@@ -141,8 +141,7 @@ func (g *Gate) modernTool(ref *toolRef) mcp.Tool {
 		}
 		when = availableIn(ref.m.ID, states)
 	case startTool:
-		t = ref.full
-		return t
+		return modernStart(ref.full.Name, ref.m)
 	case statusTool:
 		t, when = ref.full, "Available always."
 	case resetTool:
@@ -232,41 +231,74 @@ func (c *call) withoutModernHandle() {
 	c.req.Params.Arguments, c.req.Params.RawArguments = c.args, nil
 }
 
-// start makes an instance with a new handle, stored in its initial
-// state, and reports it.
+// start starts an instance: for clients of revision 2026-07-28, one with
+// a new handle (made here); for a workflow whose machine takes an input
+// (meta.input), the instance the call names (its handle key's argument,
+// or the session's own), with the input, in every revision. The input is
+// validated; an instance stored already is refused.
 func (g *Gate) start(c *call) *mcp.CallToolResult {
 	m := c.w
-	if !c.modern {
+	if !c.modern && !m.NeedsInput() {
 		return errorResult("FORBIDDEN", fmt.Sprintf("FORBIDDEN: %s is for clients of protocol revision 2026-07-28, which have no sessions; this session has an instance of its own (see %s)", m.StartTool, m.StatusTool), nil)
 	}
-	if err := g.inst.CanCreate(c.ctx, m); err != nil {
-		// Refused before the machine's entry actions run (the save
-		// checks again).
-		return saveFailed(m.StartTool, nil, err)
+	input := c.args
+	switch {
+	case c.modern:
+		if err := g.inst.CanCreate(c.ctx, m); err != nil {
+			// Refused before the machine's entry actions run (the save
+			// checks again).
+			return saveFailed(m.StartTool, nil, err)
+		}
+		secret, err := g.handleSecret(c.ctx)
+		if err != nil {
+			return errorResult("ERROR", "ERROR: "+err.Error(), nil)
+		}
+		c.handle = newHandle(secret)
+		if m.HandleKey != "" {
+			c.handle = strings.TrimPrefix(c.handle, handlePrefix)
+		}
+	default:
+		var bad *mcp.CallToolResult
+		if c.handle, bad = g.handleOf(c); bad != nil {
+			return bad
+		}
+		if m.HandleKey != "" {
+			input = maps.Clone(input)
+			delete(input, m.HandleKey)
+		}
 	}
-	secret, err := g.handleSecret(c.ctx)
-	if err != nil {
-		return errorResult("ERROR", "ERROR: "+err.Error(), nil)
-	}
-	c.handle = newHandle(secret)
-	if m.HandleKey != "" {
-		c.handle = strings.TrimPrefix(c.handle, handlePrefix)
+	if err := m.ValidateInput(input); err != nil {
+		return errorResult("INVALID_ARGUMENTS", fmt.Sprintf("INVALID_ARGUMENTS: the input of %s: %v", m.StartTool, err), map[string]any{"tool": m.StartTool})
 	}
 	h, bad := g.hold(c)
 	if bad != nil {
 		return bad
 	}
 	defer h.Release()
-	in, err := h.Load(c.ctx)
-	if err != nil {
-		return errorResult("ERROR", "ERROR: "+err.Error(), nil)
+	saved, err := h.Start(c.ctx, input, c.entry(m.StartTool))
+	var ee *workflow.EventError
+	switch {
+	case errors.Is(err, workflow.ErrStarted):
+		in, lerr := h.Load(c.ctx)
+		if lerr != nil {
+			return errorResult("ERROR", "ERROR: "+lerr.Error(), nil)
+		}
+		v := g.view(in)
+		return refusal("FORBIDDEN", fmt.Sprintf("%s %s is started already, in state %s (%s)", m.ID, c.handle, workflow.StateString(in.Snapshot), in.Snapshot.Status), m, c.handle, g.seen(v, c.principal))
+	case errors.As(err, &ee) && errors.Is(err, workflow.ErrFailed):
+		return errorResult("ERROR", fmt.Sprintf("ERROR: %s failed: the %s workflow did not start with this input: %v. Nothing was stored", m.StartTool, m.ID, ee.Cause),
+			map[string]any{"tool": m.StartTool, "message": ee.Cause.Error()})
+	case err != nil:
+		return saveFailed(m.StartTool, m.NotStartedSnapshot(), err)
 	}
-	saved, err := h.Save(c.ctx, c.entry(m.StartTool))
-	if err != nil {
-		return saveFailed(m.StartTool, in.Snapshot, err)
+	verb := "is"
+	if m.NeedsInput() {
+		verb = "is now"
 	}
-	res := report(m, c.handle, g.seen(g.view(saved), c.principal), nil, "is")
-	res.Content = append(res.Content, mcp.NewTextContent(fmt.Sprintf("Pass %s: %q to the %s tools to act on this instance. Anyone holding the handle can drive it.", m.ModernHandleKey(), c.handle, m.ID)))
+	res := report(m, c.handle, g.seen(g.view(saved), c.principal), nil, verb)
+	if c.modern {
+		res.Content = append(res.Content, mcp.NewTextContent(fmt.Sprintf("Pass %s: %q to the %s tools to act on this instance. Anyone holding the handle can drive it.", m.ModernHandleKey(), c.handle, m.ID)))
+	}
 	return res
 }
 

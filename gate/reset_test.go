@@ -51,7 +51,7 @@ func TestResetStartsAfresh(t *testing.T) {
 			if err != nil || v != 3 {
 				t.Fatalf("stored at %d, %v; want 3", v, err)
 			}
-			if nv, err := store.Reset(ctx, st, k, v, "open", "reset by a test"); err != nil || nv != 4 {
+			if nv, err := store.Reset(ctx, st, k, v, "open", nil, "reset by a test"); err != nil || nv != 4 {
 				t.Fatalf("reset: %d %v", nv, err)
 			}
 			rec, v, err := st.Load(ctx, k)

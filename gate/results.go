@@ -89,9 +89,22 @@ func errorResult(code, text string, structured map[string]any) *mcp.CallToolResu
 // tools allowed now, and the machine does not move.
 func refusal(code, why string, m *workflow.Workflow, handle string, v view) *mcp.CallToolResult {
 	text := fmt.Sprintf("%s: %s. Allowed now: %s.", code, why, joinTools(v.tools))
+	var state any
+	if !v.notStarted {
+		state = v.snap.Value()
+	}
 	return textResult(text, map[string]any{
-		"error": code, "machine": m.ID, "handle": handle, "state": v.snap.Value(), "allowed": v.tools,
+		"error": code, "machine": m.ID, "handle": handle, "state": state, "allowed": v.tools,
 	}, true)
+}
+
+// notAvailable says why a tool is not available to an instance's view:
+// its state, or that it is not started.
+func notAvailable(tool string, m *workflow.Workflow, v view) string {
+	if v.notStarted {
+		return fmt.Sprintf("%s is not available: the %s workflow is not started; it starts with its input, given to %s", tool, m.ID, m.StartTool)
+	}
+	return fmt.Sprintf("%s is not available in state %s", tool, workflow.StateString(v.snap))
 }
 
 // success reports an instance after a call moved it: its state, status,
@@ -103,6 +116,11 @@ func success(m *workflow.Workflow, handle string, v view, emitted []map[string]a
 // report reports an instance; verb says whether it moved ("is now") or is
 // only read ("is").
 func report(m *workflow.Workflow, handle string, v view, emitted []map[string]any, verb string) *mcp.CallToolResult {
+	if v.notStarted {
+		sc := map[string]any{"machine": m.ID, "handle": handle, "state": nil, "status": "not started", "tools": v.tools, "input": m.Input}
+		text := fmt.Sprintf("%s %s %s not started: it starts with its input (%s takes it). Tools available now: %s.", m.ID, handle, verb, m.StartTool, joinTools(v.tools))
+		return textResult(text, sc, false)
+	}
 	s := v.snap
 	sc := map[string]any{
 		"machine": m.ID, "handle": handle, "state": s.Value(), "status": s.Status.String(),

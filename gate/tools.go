@@ -332,8 +332,7 @@ func (g *Gate) mcpTool(name string, ref toolRef, compact bool) mcp.Tool {
 		desc = fmt.Sprintf("Start the %s workflow afresh: it is finished (done or failed) and takes no other step.", ref.m.ID)
 		schema = ref.m.HandleSchema()
 	case startTool:
-		desc = fmt.Sprintf("Start a new instance of the %s workflow in its initial state: returns its handle (%s), which every other tool of %s takes to act on it.", ref.m.ID, ref.m.ModernHandleKey(), ref.m.ID)
-		schema = map[string]any{"type": "object"}
+		desc, schema = startDescription(ref.m, false), ref.m.StartSchema(true)
 	}
 	if ref.kind == boundTool {
 		return g.listedTool(ref.binding, ref.m)
@@ -347,6 +346,40 @@ func (g *Gate) mcpTool(name string, ref toolRef, compact bool) mcp.Tool {
 		t.Title = ref.tool.Title
 		setHints(&t.Annotations, ref.tool.Hints)
 	}
+	return t
+}
+
+// startDescription describes a workflow's start tool, to clients of
+// revision 2026-07-28 (modern: it makes the handle) or of earlier ones
+// (only for a workflow that takes an input).
+func startDescription(m *workflow.Workflow, modern bool) string {
+	var d string
+	switch {
+	case modern:
+		d = fmt.Sprintf("Start a new instance of the %s workflow in its initial state: returns its handle (%s), which every other tool of %s takes to act on it.", m.ID, m.ModernHandleKey(), m.ID)
+	case m.HandleKey != "":
+		d = fmt.Sprintf("Start the %s instance named by %s, with its input: the workflow's other tools act on it once it is started.", m.ID, m.HandleKey)
+	default:
+		d = fmt.Sprintf("Start the %s workflow with its input: its other tools are available once it is started.", m.ID)
+	}
+	if m.NeedsInput() {
+		if what, _ := m.Input["description"].(string); strings.TrimSpace(what) != "" {
+			d += " The input: " + strings.TrimSpace(what)
+		} else if modern {
+			d += " It takes the workflow's input."
+		}
+	}
+	return d
+}
+
+// modernStart is the start tool as clients of revision 2026-07-28 see it:
+// it takes the input alone (when the machine has one) and makes the
+// handle.
+func modernStart(name string, m *workflow.Workflow) mcp.Tool {
+	raw, _ := json.Marshal(m.StartSchema(false))
+	t := mcp.NewToolWithRawSchema(name, startDescription(m, true), raw)
+	readOnly, destructive := false, false
+	t.Annotations.ReadOnlyHint, t.Annotations.DestructiveHint = &readOnly, &destructive
 	return t
 }
 

@@ -232,7 +232,7 @@ func (g *Gate) callState(c *call) (*mcp.CallToolResult, error) {
 		return errorResult("ERROR", "ERROR: "+err.Error(), nil), nil
 	}
 	if !contains(v.tools, st.Name) {
-		return g.fitOutput(ref.full, refusal("FORBIDDEN", fmt.Sprintf("%s is not available in state %s", st.Name, workflow.StateString(v.snap)), m, c.handle, v)), nil
+		return g.fitOutput(ref.full, refusal("FORBIDDEN", notAvailable(st.Name, m, v), m, c.handle, v)), nil
 	}
 	srv, name, _ := workflow.SplitUpstream(st.Upstream)
 	return g.forward(srv, name, m.HandleKey, ref.keepHandle, nil, ref.full)(c.ctx, c.req)

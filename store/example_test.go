@@ -16,7 +16,7 @@ func ExampleReset() {
 	k := store.Key{Machine: "invoice", Handle: "42"}
 	v, _ := s.Save(ctx, k, store.Record{Snapshot: []byte(`{"value":"paid"}`), Audit: &store.AuditEntry{Tool: "invoice_pay", To: "paid"}}, 0)
 
-	v, _ = store.Reset(ctx, s, k, v, "paid", "reset by an operator")
+	v, _ = store.Reset(ctx, s, k, v, "paid", nil, "reset by an operator")
 	rec, version, _ := s.Load(ctx, k)
 	fmt.Println("reset:", rec.IsReset(), "version:", version)
 

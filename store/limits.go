@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -57,7 +58,7 @@ const recordWhat = "record (snapshot, timers and machine version)"
 // recordJSON is a record as JSON, in parts: its snapshot as it is (null
 // for a reset's) and the rest as json.Marshal writes it.
 type recordJSON struct {
-	snap, machineVersion, updated, timers, pending []byte
+	snap, machineVersion, updated, timers, pending, input []byte
 }
 
 func (r recordJSON) size() int {
@@ -67,6 +68,9 @@ func (r recordJSON) size() int {
 	}
 	if r.pending != nil {
 		n += len(`,"pending":`) + len(r.pending)
+	}
+	if r.input != nil {
+		n += len(`,"input":`) + len(r.input)
 	}
 	return n
 }
@@ -85,6 +89,10 @@ func (r recordJSON) appendTo(b []byte) []byte {
 	if r.pending != nil {
 		b = append(b, `,"pending":`...)
 		b = append(b, r.pending...)
+	}
+	if r.input != nil {
+		b = append(b, `,"input":`...)
+		b = append(b, r.input...)
 	}
 	return append(b, '}')
 }
@@ -111,6 +119,14 @@ func partsOf(rec Record) (recordJSON, error) {
 		if r.pending, err = json.Marshal(rec.Pending); err != nil {
 			return recordJSON{}, err
 		}
+	}
+	if len(rec.Input) > 0 {
+		// As json.Marshal writes a RawMessage: compact (and checked).
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, rec.Input); err != nil {
+			return recordJSON{}, fmt.Errorf("the input is not valid JSON: %w", err)
+		}
+		r.input = buf.Bytes()
 	}
 	return r, nil
 }

@@ -12,6 +12,7 @@
 package store
 
 import (
+	"bytes"
 	"cmp"
 	"container/list"
 	"context"
@@ -88,6 +89,10 @@ type Record struct {
 	// Pending, when set, is a call that waits for an operator's
 	// approval: the instance takes no other call until it is settled.
 	Pending *Pending `json:"pending,omitempty"`
+	// Input is the input the instance was started with (XState's
+	// createActor(machine, {input}), as compact JSON), kept so that a
+	// reset starts it afresh with the same; empty for none.
+	Input json.RawMessage `json:"input,omitempty"`
 	// Audit, when set on Save, is appended to the instance's audit trail
 	// in the same write.
 	Audit *AuditEntry `json:"-"`
@@ -122,12 +127,12 @@ func (r Record) IsReset() bool { return len(r.Snapshot) == 0 }
 // used, and an audit entry (tool "(reset)", the state it had) in the same
 // write. It returns the new version; ErrConflict if the instance changed
 // since version.
-func Reset(ctx context.Context, s Store, k Key, version uint64, from any, note string) (uint64, error) {
+func Reset(ctx context.Context, s Store, k Key, version uint64, from any, input json.RawMessage, note string) (uint64, error) {
 	if note == "" {
 		note = "reset by an operator"
 	}
 	now := time.Now()
-	return s.Save(ctx, k, Record{Updated: now, Audit: &AuditEntry{
+	return s.Save(ctx, k, Record{Updated: now, Input: input, Audit: &AuditEntry{
 		Time: now, Machine: k.Machine, Handle: k.Handle, Tool: ResetTool, From: from, Note: note,
 	}}, version)
 }
@@ -386,6 +391,11 @@ func (m *Memory) save(ctx context.Context, k Key, rec Record, version uint64, ru
 	saved := memRecord{version: version + 1, nextDue: NextDueOf(rec.Timers), savedBy: run,
 		intent: OpenIntentAfter(old.intent, rec.Audit, version+1)}
 	rec.Snapshot = append([]byte(nil), rec.Snapshot...)
+	if len(rec.Input) > 0 {
+		var buf bytes.Buffer
+		_ = json.Compact(&buf, rec.Input) // (valid: CheckRecord)
+		rec.Input = buf.Bytes()
+	}
 	if rec.Audit != nil {
 		trail := append(m.audit[k], entry)
 		if len(trail) >= 2*m.Retention { // trim in batches, not per save

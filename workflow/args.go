@@ -8,11 +8,22 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
 	"github.com/stategate/stategate/interp"
 )
 
 // Validate checks a call's arguments against the tool's input schema.
 func (t *Tool) Validate(args map[string]any) error {
+	if err := validate(t.schema, args); err != nil {
+		return fmt.Errorf("the arguments of %s do not match its input schema: %w", t.Name, err)
+	}
+	return nil
+}
+
+// validate checks arguments against a compiled schema; the error says
+// what is wrong, by argument.
+func validate(schema *jsonschema.Schema, args map[string]any) error {
 	var inst any = map[string]any{}
 	if plainJSON(args) {
 		inst = args
@@ -26,8 +37,8 @@ func (t *Tool) Validate(args map[string]any) error {
 			return err
 		}
 	}
-	if err := t.schema.Validate(inst); err != nil {
-		return fmt.Errorf("the arguments of %s do not match its input schema: %s", t.Name, schemaError(err))
+	if err := schema.Validate(inst); err != nil {
+		return errors.New(schemaError(err))
 	}
 	return nil
 }

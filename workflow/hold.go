@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -71,6 +72,9 @@ func (h *Hold) Apply(ctx context.Context, ev interp.Event, entry store.AuditEntr
 				return nil, nil, err
 			}
 		}
+		if in.NotStarted {
+			return nil, nil, notStarted(in)
+		}
 		snap := in.Snapshot
 		if in.Pending != nil && !approving(ctx, in.Pending.ID) {
 			return nil, nil, &EventError{Kind: ErrPending, Cause: fmt.Errorf("%s (called by %s) waits for an operator's approval", in.Pending.Tool, in.Pending.Principal.Sub), Instance: in}
@@ -125,11 +129,59 @@ func (h *Hold) Restart(ctx context.Context, entry store.AuditEntry) (*Instance, 
 	if err != nil {
 		return nil, err
 	}
-	snap, timers, err := h.x.fresh(ctx, h.w)
+	if in.NotStarted {
+		return nil, notStarted(in)
+	}
+	if h.w.NeedsInput() && len(in.Input) == 0 {
+		// Stored before its machine declared meta.input: it starts
+		// afresh through the start tool.
+		return nil, fmt.Errorf("%s %s has no input to start afresh with (it was stored before its machine declared meta.input): %w", h.w.ID, h.handle, ErrNotStarted)
+	}
+	snap, timers, err := h.x.fresh(ctx, h.w, in.Input)
 	if err != nil {
 		return nil, err
 	}
 	return h.x.save(ctx, in, snap, timers, nil, &entry)
+}
+
+// Start starts the held instance with an input (XState's
+// createActor(machine, {input})): validated against the machine's
+// meta.input, given to its context and its entry actions, and stored with
+// the instance (a reset starts it afresh with the same). The instance must
+// not be stored yet (ErrStarted), or be reset. A start that fails (the
+// machine threw on the input) is an EventError of ErrFailed: nothing is
+// stored. A workflow without meta.input starts with none.
+func (h *Hold) Start(ctx context.Context, input map[string]any, entry store.AuditEntry) (*Instance, error) {
+	in, err := h.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !in.unsaved {
+		return nil, fmt.Errorf("%s %s: %w (in state %s)", h.w.ID, h.handle, ErrStarted, StateString(in.Snapshot))
+	}
+	if err := h.w.ValidateInput(input); err != nil {
+		return nil, fmt.Errorf("the input of %s: %w", h.w.StartTool, err)
+	}
+	if !h.w.NeedsInput() {
+		// Started as it loaded (its entry actions ran once).
+		return h.x.save(ctx, in, in.Snapshot, in.Timers, nil, &entry)
+	}
+	raw, err := json.Marshal(input)
+	if err != nil {
+		return nil, fmt.Errorf("the input of %s: %w", h.w.StartTool, err)
+	}
+	snap, timers, err := h.x.fresh(ctx, h.w, raw)
+	if err != nil {
+		return nil, err
+	}
+	if snap.Status == interp.StatusError {
+		return nil, &EventError{Kind: ErrFailed, Cause: fmt.Errorf("it failed to start: %w", snap.Err()), Instance: in}
+	}
+	// Saved from no snapshot: the audit entry's From is none, and
+	// watchers are told the instance moved.
+	started := &Instance{Workflow: h.w, Handle: h.handle, Version: in.Version, Input: raw}
+	entry.Event = input
+	return h.x.save(ctx, started, snap, timers, nil, &entry)
 }
 
 // Pend stores the held instance with a call that waits for an operator's

@@ -334,6 +334,19 @@ type Instance struct {
 	// until it is settled (Hold.Approve, Hold.Decline); its timers still
 	// fire.
 	Pending *store.Pending
+	// Input is the input it was started with (compact JSON; none for a
+	// workflow without meta.input), kept with it: a reset starts it
+	// afresh with the same.
+	Input json.RawMessage
+	// NotStarted is set for an instance of a workflow that needs an input
+	// (Workflow.NeedsInput) while none is stored: it takes no event and
+	// is never saved but by Hold.Start, which gives it its input. Its
+	// Snapshot is the machine's start without input, shown and nothing
+	// else.
+	NotStarted bool
+	// unsaved is set for an instance with no snapshot stored (none yet,
+	// or reset): it starts when saved.
+	unsaved bool
 }
 
 // Key is the instance's key in the store.
@@ -356,19 +369,15 @@ func (x *Instances) Load(ctx context.Context, w *Workflow, handle string) (*Inst
 	rec, version, err := x.store.Load(ctx, key)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		snap, timers, err := x.fresh(ctx, w)
-		if err != nil {
+		if in, err = x.unstarted(ctx, w, handle, 0, nil); err != nil {
 			return nil, err
 		}
-		in = &Instance{Workflow: w, Handle: handle, Snapshot: snap, Timers: timers}
 	case err == nil && rec.IsReset():
-		// Reset by an operator: it starts afresh, and its version goes
-		// on from the reset's.
-		snap, timers, err := x.fresh(ctx, w)
-		if err != nil {
+		// Reset by an operator: it starts afresh (with the input it had),
+		// and its version goes on from the reset's.
+		if in, err = x.unstarted(ctx, w, handle, version, rec.Input); err != nil {
 			return nil, err
 		}
-		in = &Instance{Workflow: w, Handle: handle, Snapshot: snap, Version: version, Timers: timers}
 	case err != nil:
 		return nil, err
 	default:
@@ -378,6 +387,20 @@ func (x *Instances) Load(ctx context.Context, w *Workflow, handle string) (*Inst
 	}
 	x.remember(key, in)
 	return in, nil
+}
+
+// unstarted is an instance with no snapshot stored (none yet, or reset)
+// at version, as it starts with input (nothing is stored): NotStarted when
+// its workflow needs an input and none is given.
+func (x *Instances) unstarted(ctx context.Context, w *Workflow, handle string, version uint64, input json.RawMessage) (*Instance, error) {
+	if w.NeedsInput() && len(input) == 0 {
+		return &Instance{Workflow: w, Handle: handle, Snapshot: w.notStarted, Version: version, NotStarted: true, unsaved: true}, nil
+	}
+	snap, timers, err := x.fresh(ctx, w, input)
+	if err != nil {
+		return nil, err
+	}
+	return &Instance{Workflow: w, Handle: handle, Snapshot: snap, Version: version, Timers: timers, Input: input, unsaved: true}, nil
 }
 
 // restore makes the instance of a stored record. A machine file that
@@ -410,7 +433,7 @@ func (x *Instances) restore(w *Workflow, handle string, rec store.Record, versio
 			"machine", w.ID, "handle", handle, "from", string(from), "to", StateString(snap),
 			"machineVersion", w.Version, "storedWith", rec.MachineVersion)
 	}
-	return &Instance{Workflow: w, Handle: handle, Snapshot: snap, Version: version, Timers: rec.Timers, Migrated: migrated, Pending: rec.Pending}, nil
+	return &Instance{Workflow: w, Handle: handle, Snapshot: snap, Version: version, Timers: rec.Timers, Migrated: migrated, Pending: rec.Pending, Input: rec.Input}, nil
 }
 
 func (x *Instances) remember(key store.Key, in *Instance) {
@@ -437,6 +460,9 @@ func (x *Instances) forget(key store.Key) {
 // loaded, with its pending approval (if any), and returns the stored
 // instance. Subscribers are told.
 func (x *Instances) save(ctx context.Context, in *Instance, snap *interp.Snapshot, timers []store.Timer, pending *store.Pending, audit *store.AuditEntry) (*Instance, error) {
+	if in.NotStarted {
+		return nil, notStarted(in)
+	}
 	data, err := snap.MarshalJSON() // as json.Marshal writes it, without its second pass
 	if err != nil {
 		return nil, err
@@ -450,12 +476,15 @@ func (x *Instances) save(ctx context.Context, in *Instance, snap *interp.Snapsho
 		audit.Migrated = in.Migrated
 		audit.Time = now
 		audit.Machine, audit.MachineVersion, audit.Handle = in.Workflow.ID, in.Workflow.Version, in.Handle
-		audit.From, audit.To = in.Snapshot.Value(), snap.Value()
+		audit.To = snap.Value()
+		if in.Snapshot != nil { // (nil: a start with an input, from nothing)
+			audit.From = in.Snapshot.Value()
+		}
 		if audit.Intent != nil {
 			audit.Intent.Run = x.run
 		}
 	}
-	rec := store.Record{Snapshot: data, MachineVersion: in.Workflow.Version, Updated: now, Timers: timers, Pending: pending, Audit: audit}
+	rec := store.Record{Snapshot: data, MachineVersion: in.Workflow.Version, Updated: now, Timers: timers, Pending: pending, Input: in.Input, Audit: audit}
 	if in.Version == 0 {
 		// The instance's first save: its creation.
 		release, err := x.admit(ctx, in.Workflow, true)
@@ -469,7 +498,7 @@ func (x *Instances) save(ctx context.Context, in *Instance, snap *interp.Snapsho
 		x.forget(key) // reload from the store next time
 		return nil, err
 	}
-	next := &Instance{Workflow: in.Workflow, Handle: in.Handle, Snapshot: snap, Version: v, Timers: timers, Pending: pending}
+	next := &Instance{Workflow: in.Workflow, Handle: in.Handle, Snapshot: snap, Version: v, Timers: timers, Pending: pending, Input: in.Input}
 	x.remember(key, next)
 	x.sched.set(key, timers)
 	x.setPending(key, pending)
@@ -480,10 +509,16 @@ func (x *Instances) save(ctx context.Context, in *Instance, snap *interp.Snapsho
 // fresh starts a new instance (its entry actions run) and returns its
 // snapshot and timers; an error when its start did not end within the
 // event deadline, or ctx ended first.
-func (x *Instances) fresh(ctx context.Context, w *Workflow) (*interp.Snapshot, []store.Timer, error) {
+func (x *Instances) fresh(ctx context.Context, w *Workflow, input json.RawMessage) (*interp.Snapshot, []store.Timer, error) {
+	var in any
+	if len(input) > 0 {
+		if err := json.Unmarshal(input, &in); err != nil {
+			return nil, nil, fmt.Errorf("starting the %s workflow: its input: %w", w.ID, err)
+		}
+	}
 	ctx, cancel := x.eventContext(ctx)
 	defer cancel()
-	a := interp.NewActor(w.Machine, interp.ActorOptions{ID: w.ID, Clock: x.actorClock(), Context: ctx})
+	a := interp.NewActor(w.Machine, interp.ActorOptions{ID: w.ID, Clock: x.actorClock(), Context: ctx, Input: in})
 	a.Start()
 	snap, timers := detached(a), storedTimers(a.PendingTimers())
 	a.Stop()
@@ -614,6 +649,20 @@ var ErrRejected = errors.New("the workflow does not take the event now")
 // ErrPending is wrapped by the error of an event on an instance whose
 // call waits for an operator's approval: nothing changed.
 var ErrPending = errors.New("the instance waits for an operator's approval")
+
+// ErrNotStarted is wrapped by the error of an event, or of any save, on
+// an instance that needs an input and was not started with one
+// (Instance.NotStarted): nothing is stored; the start tool starts it.
+var ErrNotStarted = errors.New("the instance is not started: it needs its input")
+
+// ErrStarted is returned by Hold.Start for an instance that is stored
+// already (started, or finished): nothing changed.
+var ErrStarted = errors.New("the instance is started already")
+
+// notStarted is the error of an event on an instance not started.
+func notStarted(in *Instance) error {
+	return fmt.Errorf("%s %s: %w (call %s with it)", in.Workflow.ID, in.Handle, ErrNotStarted, in.Workflow.StartTool)
+}
 
 // ErrFailed is wrapped by the error of an event whose step failed (a guard
 // or action threw, the event ran out of time, or stategate itself
@@ -852,7 +901,7 @@ func (x *Instances) Reset(ctx context.Context, workflow, handle, note string) er
 		return fmt.Errorf("%s %s: %w", workflow, handle, ErrActive)
 	}
 	key := in.Key()
-	v, err := store.Reset(ctx, x.store, key, in.Version, in.Snapshot.Value(), note)
+	v, err := store.Reset(ctx, x.store, key, in.Version, in.Snapshot.Value(), in.Input, note)
 	x.forget(key)
 	if err != nil {
 		return err

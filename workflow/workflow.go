@@ -45,8 +45,15 @@ type Workflow struct {
 	// M__start): listed to clients of protocol revision 2026-07-28, whose
 	// tool lists do not depend on the caller (see ModernHandleKey).
 	StartTool string
-	byEvent   map[string]*Tool
-	initSnap  *interp.Snapshot // the initial state, for compact descriptions
+	// Input is the schema of the input an instance starts with (the
+	// machine's meta.input: an object's JSON Schema), nil when the
+	// machine takes none. A machine with one starts only through its
+	// start tool, which takes the input (NeedsInput).
+	Input       map[string]any
+	inputSchema *jsonschema.Schema
+	notStarted  *interp.Snapshot // what an instance not started shows (NotStarted)
+	byEvent     map[string]*Tool
+	initSnap    *interp.Snapshot // the initial state, for compact descriptions
 }
 
 // Tool is the MCP tool of one event of a machine.
@@ -500,11 +507,96 @@ func newWorkflow(m *interp.Machine, id, file, defaultHandleKey string) (*Workflo
 	gm.StatusTool = builtin("status")
 	gm.ResetTool = builtin("reset")
 	gm.StartTool = builtin("start")
-	if init, _, err := m.Initial(nil); err == nil {
+	if err := gm.readInput(); err != nil {
+		return nil, err
+	}
+	init, _, err := m.Initial(nil)
+	if err == nil && gm.Input == nil {
 		gm.initSnap = init
 	}
+	gm.notStarted = init
 	gm.Listing = listingVersion(gm)
 	return gm, nil
+}
+
+// readInput reads the machine's meta.input: the JSON Schema of an object,
+// the input its instances start with.
+func (m *Workflow) readInput() error {
+	meta, _ := m.Machine.Root.Meta.(map[string]any)
+	given, ok := meta["input"]
+	if !ok || given == nil {
+		return nil
+	}
+	schema, ok := given.(map[string]any)
+	if !ok {
+		return fmt.Errorf("meta.input must be the JSON Schema of the input (an object's), not %T", given)
+	}
+	if t, ok := schema["type"]; ok && t != "object" {
+		return fmt.Errorf("meta.input: the input is the start tool's arguments, an object: its type must be \"object\", not %v", t)
+	}
+	// Copied, so the machine's meta is not changed.
+	data, err := json.Marshal(schema)
+	if err != nil {
+		return fmt.Errorf("meta.input: %w", err)
+	}
+	var own map[string]any
+	if err := json.Unmarshal(data, &own); err != nil {
+		return fmt.Errorf("meta.input: %w", err)
+	}
+	own["type"] = "object"
+	if m.HandleKey != "" {
+		props, _ := own["properties"].(map[string]any)
+		req, _ := own["required"].([]any)
+		if _, taken := props[m.HandleKey]; taken || slices.Contains(req, any(m.HandleKey)) {
+			return fmt.Errorf("meta.input: handle key %q is also a property of the input: its argument picks the instance, and is not part of the input; choose another handle key (--handle-key, or the machine's meta.handleKey)", m.HandleKey)
+		}
+	}
+	if m.inputSchema, err = compileSchema(m.StartTool, own); err != nil {
+		return fmt.Errorf("meta.input: %w", err)
+	}
+	m.Input = own
+	return nil
+}
+
+// NeedsInput reports whether the machine's instances start with an input
+// (meta.input): only through the start tool, which takes it.
+func (m *Workflow) NeedsInput() bool { return m.Input != nil }
+
+// StartSchema is the input schema of the start tool: the input's
+// (meta.input), or an object of no properties; with the handle key's
+// argument when withHandle (clients of revisions with sessions name the
+// instance they start; the start tool of revision 2026-07-28 makes its
+// handle).
+func (m *Workflow) StartSchema(withHandle bool) map[string]any {
+	key := ""
+	if withHandle {
+		key = m.HandleKey
+	}
+	if m.Input == nil {
+		s, _ := inputSchema(nil, key)
+		if key == "" {
+			s["properties"] = map[string]any{}
+			s["additionalProperties"] = false
+		}
+		return s
+	}
+	s, err := inputSchema(m.Input, key)
+	if err != nil { // (checked by readInput)
+		return m.Input
+	}
+	return s
+}
+
+// ValidateInput checks an input against the machine's meta.input, naming
+// the argument that is wrong. A workflow without meta.input takes none.
+func (m *Workflow) ValidateInput(input map[string]any) error {
+	if m.inputSchema == nil {
+		if len(input) > 0 {
+			return fmt.Errorf("the %s workflow takes no input (its machine declares no meta.input)", m.ID)
+		}
+		return nil
+	}
+	return validate(m.inputSchema, input)
 }
 
 // DefaultModernHandle is the argument that picks the instance of a
@@ -661,8 +753,13 @@ func (m *Workflow) IsInitial(s *interp.Snapshot) bool {
 	return m.initSnap != nil && s.SameStates(m.initSnap)
 }
 
+// NotStartedSnapshot is what an instance not started shows
+// (Instance.NotStarted): the machine's start without input.
+func (m *Workflow) NotStartedSnapshot() *interp.Snapshot { return m.notStarted }
+
 // Initial returns the machine's initial state, as a session that has no
-// instance yet sees it; nil when the machine cannot start.
+// instance yet sees it; nil when the machine cannot start (or needs an
+// input: NeedsInput).
 func (m *Workflow) Initial() *interp.Snapshot { return m.initSnap }
 
 // ToolOf returns the tool of an event, nil when the machine takes no such

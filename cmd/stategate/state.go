@@ -174,7 +174,7 @@ func (c *stateResetCmd) Run(parent *stateCmd, stdout io.Writer) error {
 		_ = json.Unmarshal(rec.Snapshot, &snap)
 		from = snap.Value
 	}
-	if _, err := store.Reset(ctx, st, k, v, from, "reset by an operator (stategate state reset)"); err != nil {
+	if _, err := store.Reset(ctx, st, k, v, from, rec.Input, "reset by an operator (stategate state reset)"); err != nil {
 		return err
 	}
 	if err := st.Close(); err != nil {

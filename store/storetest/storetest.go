@@ -483,7 +483,7 @@ func testKeysDoNotMeet(t *testing.T, e Engine) {
 	// Reset "a" and delete "a\x00": their neighbours keep everything.
 	for _, m := range []string{"m", "m\x00"} {
 		k := store.Key{Machine: m, Handle: "a"}
-		v, err := store.Reset(ctx, s, k, versions[k], "x", "")
+		v, err := store.Reset(ctx, s, k, versions[k], "x", nil, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -502,25 +502,30 @@ func testKeysDoNotMeet(t *testing.T, e Engine) {
 }
 
 // testResetRecord: a reset is a record with no snapshot at the next
-// version, with its audit entry; the instance is then saved on from it.
+// version, with its audit entry, keeping the instance's input; the
+// instance is then saved on from it.
 func testResetRecord(t *testing.T, e Engine) {
 	s := open(t, e, 0)
 	ctx := context.Background()
 	k := store.Key{Machine: "invoice", Handle: "1"}
-	v, err := s.Save(ctx, k, store.Record{Snapshot: []byte(`{"value":"paid"}`), Audit: &store.AuditEntry{Tool: "pay", To: "paid"}}, 0)
+	input := json.RawMessage(`{"customer":"ACME","lines":[1,2]}`)
+	v, err := s.Save(ctx, k, store.Record{Snapshot: []byte(`{"value":"paid"}`), Input: json.RawMessage(`{ "customer": "ACME", "lines": [1, 2] }`), Audit: &store.AuditEntry{Tool: "pay", To: "paid"}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Reset(ctx, s, k, v+1, "paid", ""); !errors.Is(err, store.ErrConflict) {
+	if rec, _, err := s.Load(ctx, k); err != nil || string(rec.Input) != string(input) {
+		t.Fatalf("the input stored: %s %v, want %s (compact)", rec.Input, err, input)
+	}
+	if _, err := store.Reset(ctx, s, k, v+1, "paid", input, ""); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("reset at a stale version: %v", err)
 	}
-	if v, err = store.Reset(ctx, s, k, v, "paid", ""); err != nil || v != 2 {
+	if v, err = store.Reset(ctx, s, k, v, "paid", input, ""); err != nil || v != 2 {
 		t.Fatalf("reset: %d %v", v, err)
 	}
 	check := func() {
 		t.Helper()
 		rec, got, err := s.Load(ctx, k)
-		if err != nil || !rec.IsReset() || got != 2 || rec.Updated.IsZero() {
+		if err != nil || !rec.IsReset() || got != 2 || rec.Updated.IsZero() || string(rec.Input) != string(input) {
 			t.Fatalf("after the reset: %+v at %d, %v", rec, got, err)
 		}
 		if keys, err := s.List(ctx); err != nil || len(keys) != 1 || keys[0] != k {

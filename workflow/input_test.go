@@ -1,0 +1,101 @@
+package workflow_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stategate/stategate/interp"
+	"github.com/stategate/stategate/store"
+	"github.com/stategate/stategate/workflow"
+	"github.com/stategate/stategate/xstate"
+)
+
+// greeter takes its input in its entry action (a Go implementation: the
+// input reaches the actions of the machine's start, as in XState).
+const greeter = `{"id":"greeter","initial":"ready","context":{},
+  "meta":{"input":{"type":"object","properties":{"who":{"type":"string","minLength":1}},"required":["who"]}},
+  "entry":"takeInput",
+  "states":{"ready":{"on":{"GREET":"done"}},"done":{"type":"final"}}}`
+
+func greeterWorkflow(t *testing.T, src string) (*workflow.Workflow, error) {
+	t.Helper()
+	reg := xstate.NewRegistry().Assign("takeInput", func(a interp.Args, _ any) (map[string]any, error) {
+		in, _ := a.Event.Data["input"].(map[string]any) // {type: "xstate.init", input}
+		return map[string]any{"who": in["who"]}, nil
+	})
+	m, _, err := (&xstate.Loader{Registry: reg}).Parse("greeter.json", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return workflow.New(m, workflow.Options{})
+}
+
+// TestInputLifecycle: an instance of a machine with meta.input is not
+// started until Hold.Start gives it a valid input; nothing else stores it
+// (an event, Send); the input reaches the machine and is stored with the
+// instance; a second start is refused; a reset starts it afresh with the
+// same input.
+func TestInputLifecycle(t *testing.T) {
+	w, err := greeterWorkflow(t, greeter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !w.NeedsInput() || w.Initial() != nil {
+		t.Fatalf("NeedsInput %v, Initial %v", w.NeedsInput(), w.Initial())
+	}
+	st := store.NewMemory()
+	x := instances(t, workflow.InstancesOptions{Store: st}, w)
+	ctx := context.Background()
+	in, err := x.Load(ctx, w, "g1")
+	if err != nil || !in.NotStarted {
+		t.Fatalf("before the start: %+v %v", in, err)
+	}
+	if _, err := x.Send(ctx, "greeter", "g1", interp.Event{Type: "GREET"}); !errors.Is(err, workflow.ErrNotStarted) || !strings.Contains(err.Error(), "greeter_start") {
+		t.Errorf("Send before the start: %v", err)
+	}
+	h, err := x.Hold(ctx, w, "g1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Start(ctx, map[string]any{"who": ""}, store.AuditEntry{Tool: "greeter_start"}); err == nil || !strings.Contains(err.Error(), "who") {
+		t.Errorf("a start with an empty name: %v", err)
+	}
+	in, err = h.Start(ctx, map[string]any{"who": "Ada"}, store.AuditEntry{Tool: "greeter_start"})
+	if err != nil || in.NotStarted || in.Snapshot.Context.(map[string]any)["who"] != "Ada" || string(in.Input) != `{"who":"Ada"}` {
+		t.Fatalf("the start: %+v %v", in, err)
+	}
+	if _, err := h.Start(ctx, map[string]any{"who": "Bob"}, store.AuditEntry{Tool: "greeter_start"}); !errors.Is(err, workflow.ErrStarted) {
+		t.Errorf("a second start: %v", err)
+	}
+	h.Release()
+	if _, err := x.Send(ctx, "greeter", "g1", interp.Event{Type: "GREET"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Reset(ctx, "greeter", "g1", ""); err != nil {
+		t.Fatal(err)
+	}
+	// Read again from the store: a new Instances on it.
+	y := instances(t, workflow.InstancesOptions{Store: st}, w)
+	in, err = y.Load(ctx, w, "g1")
+	if err != nil || in.NotStarted || in.Snapshot.Context.(map[string]any)["who"] != "Ada" || workflow.StateString(in.Snapshot) != "ready" {
+		t.Errorf("after the reset: %+v %v", in, err)
+	}
+}
+
+// TestInputSchemaChecked: meta.input must be an object's schema, and may
+// not name the handle key.
+func TestInputSchemaChecked(t *testing.T) {
+	for _, c := range []struct{ meta, want string }{
+		{`{"input":{"type":"string"}}`, `type must be "object"`},
+		{`{"input":"who"}`, "JSON Schema"},
+		{`{"handleKey":"who","input":{"type":"object","properties":{"who":{"type":"string"}}}}`, `handle key "who"`},
+		{`{"input":{"type":"object","properties":{"n":{"type":"nonsense"}}}}`, "meta.input"},
+	} {
+		src := strings.Replace(greeter, `"meta":{"input":{"type":"object","properties":{"who":{"type":"string","minLength":1}},"required":["who"]}}`, `"meta":`+c.meta, 1)
+		if _, err := greeterWorkflow(t, src); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("meta %s: %v, want %q", c.meta, err, c.want)
+		}
+	}
+}
