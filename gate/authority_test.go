@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -228,5 +229,99 @@ func TestOperatorApproval(t *testing.T) {
 	agent.AwaitChanged()
 	if _, sc, _ := agent.Call("vault_status", nil); sc["state"] != "open" || sc["pending"] != nil {
 		t.Errorf("after the approval: %v", sc)
+	}
+}
+
+// stuck is a human who never answers: it says when it is asked, and waits
+// until the test ends.
+type stuck struct {
+	asked chan struct{}
+	done  chan struct{}
+}
+
+func (s *stuck) Elicit(ctx context.Context, _ mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	s.asked <- struct{}{}
+	select {
+	case <-ctx.Done():
+	case <-s.done:
+	}
+	return nil, context.Canceled
+}
+
+// TestConfirmationWaitIsBounded: a call waiting for its human's yes holds
+// nothing: another instance moves, and its own instance's status is read,
+// meanwhile; past Options.ConfirmTimeout it is refused NEEDS_HUMAN, and
+// the instance has not moved.
+func TestConfirmationWaitIsBounded(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile(filepath.Join("..", "machines", "expense.ts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "expense.ts"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Long enough for the calls made while it runs on a loaded machine:
+	// the test waits for them before the wait ends.
+	const wait = 3 * time.Second
+	g := gate.New(gate.Options{Store: store.NewMemory(), Logger: quietLog(), ConfirmTimeout: wait})
+	if err := workflow.NewLibrary(workflow.LibraryOptions{Dir: dir, Loader: &xstate.Loader{Modules: &js.Host{}}, Logger: quietLog(), Serve: g.Reloaded}).Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h := g.HTTPHandler(gate.HTTPOptions{})
+	srv := httptest.NewServer(principals(h))
+	t.Cleanup(srv.Close)
+	t.Cleanup(h.Close)
+	as := func(sub, roles string, hum client.ElicitationHandler) *mcptest.Client {
+		o := mcptest.Options{Header: map[string]string{"X-Sub": sub, "X-Roles": roles}, Name: sub}
+		if hum != nil {
+			o.Capabilities.Elicitation = &mcp.ElicitationCapability{}
+			o.ClientOptions = []client.ClientOption{client.WithElicitationHandler(hum)}
+		}
+		return mcptest.HTTP(t, srv.URL+"/mcp", o)
+	}
+	agent, bob := as("agent", "", nil), as("bob", "approver", nil)
+	agent.Result("expense_submit", map[string]any{"expense_id": "e1", "amount": 5, "payee": "X"})
+	bob.Result("expense_approve", map[string]any{"expense_id": "e1"})
+
+	hum := &stuck{asked: make(chan struct{}, 1), done: make(chan struct{})}
+	t.Cleanup(func() { close(hum.done) })
+	pat := as("pat", "payer", hum)
+	type answer struct {
+		text string
+		sc   map[string]any
+	}
+	paid := make(chan answer, 1)
+	began := time.Now()
+	go func() {
+		text, sc, _ := pat.Call("expense_pay", map[string]any{"expense_id": "e1"})
+		paid <- answer{text, sc}
+	}()
+	select {
+	case <-hum.asked:
+	case <-time.After(mcptest.Wait):
+		t.Fatal("the human was never asked")
+	}
+	// Meanwhile: another instance moves, and e1's status is read.
+	if _, sc, isErr := agent.Call("expense_submit", map[string]any{"expense_id": "e2", "amount": 7, "payee": "Y"}); isErr || sc["state"] != "review" {
+		t.Errorf("another instance, while a human is asked: %v", sc)
+	}
+	if _, sc, _ := bob.Call("expense_status", map[string]any{"expense_id": "e1"}); sc["state"] != "approved" {
+		t.Errorf("the status, while a human is asked: %v", sc)
+	}
+	var a answer
+	select {
+	case a = <-paid:
+	case <-time.After(wait + mcptest.Wait):
+		t.Fatal("the call never ended")
+	}
+	if a.sc["error"] != "NEEDS_HUMAN" || !strings.Contains(a.text, "none came") {
+		t.Errorf("pay with no answer: %s %v", a.text, a.sc)
+	}
+	if took := time.Since(began); took < wait {
+		t.Errorf("the call ended after %v, before the wait of %v", took, wait)
+	}
+	if _, sc, _ := bob.Call("expense_status", map[string]any{"expense_id": "e1"}); sc["state"] != "approved" {
+		t.Errorf("after the wait, e1 moved: %v", sc["state"])
 	}
 }
