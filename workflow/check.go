@@ -30,6 +30,13 @@ func Check(l *xstate.Loader, paths []string, handleKey string) (*xstate.Report, 
 			r.Diags = append(r.Diags, xstate.Diagnostic{File: r.File, Msg: err.Error()})
 			continue
 		}
+		if m.startErr != nil {
+			// Most often a context made of an input the machine does
+			// not declare: every instance would start failed.
+			r.Diags = append(r.Diags, xstate.Diagnostic{File: r.File, State: "(root)", Warning: true, Msg: fmt.Sprintf(
+				"the machine does not start without an input (%s): every instance would start failed; if its context or entry actions read input, declare the input's schema at meta.input, and instances start through %s with it (docs/tools.md#machines-that-start-with-an-input)",
+				xstate.PublicError(m.startErr), m.StartTool)})
+		}
 		if r.Found {
 			built[r.File] = m
 			found = append(found, r.File)

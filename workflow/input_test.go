@@ -3,6 +3,8 @@ package workflow_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -96,6 +98,39 @@ func TestInputSchemaChecked(t *testing.T) {
 		src := strings.Replace(greeter, `"meta":{"input":{"type":"object","properties":{"who":{"type":"string","minLength":1}},"required":["who"]}}`, `"meta":`+c.meta, 1)
 		if _, err := greeterWorkflow(t, src); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("meta %s: %v, want %q", c.meta, err, c.want)
+		}
+	}
+}
+
+// TestCheckWarnsOfAnUndeclaredInput: check warns of a machine that does
+// not start without an input and declares none (its instances would all
+// start failed), naming the start tool and meta.input; one that declares
+// it is not warned of.
+func TestCheckWarnsOfAnUndeclaredInput(t *testing.T) {
+	reg := xstate.NewRegistry().Assign("takeInput", func(a interp.Args, _ any) (map[string]any, error) {
+		in, ok := a.Event.Data["input"].(map[string]any)
+		if !ok {
+			return nil, errors.New("no input")
+		}
+		return map[string]any{"who": in["who"]}, nil
+	})
+	undeclared := strings.Replace(greeter, `"meta":{"input":{"type":"object","properties":{"who":{"type":"string","minLength":1}},"required":["who"]}},`, "", 1)
+	for name, c := range map[string]struct {
+		src  string
+		warn bool
+	}{"declared": {greeter, false}, "undeclared": {undeclared, true}} {
+		dir := t.TempDir()
+		file := filepath.Join(dir, "greeter.json")
+		if err := os.WriteFile(file, []byte(c.src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := workflow.Check(&xstate.Loader{Registry: reg}, []string{file}, "")
+		if err != nil || rep.Failed() {
+			t.Fatalf("%s: %v %v", name, rep.Lines(), err)
+		}
+		said := strings.Join(rep.Lines(), "\n")
+		if warned := strings.Contains(said, "does not start without an input (no input)") && strings.Contains(said, "meta.input") && strings.Contains(said, "greeter_start"); warned != c.warn {
+			t.Errorf("%s: warned %v:\n%s", name, warned, said)
 		}
 	}
 }

@@ -52,6 +52,7 @@ type Workflow struct {
 	Input       map[string]any
 	inputSchema *jsonschema.Schema
 	notStarted  *interp.Snapshot // what an instance not started shows (NotStarted)
+	startErr    error            // why the machine does not start without an input (none declared)
 	byEvent     map[string]*Tool
 	initSnap    *interp.Snapshot // the initial state, for compact descriptions
 }
@@ -513,6 +514,9 @@ func newWorkflow(m *interp.Machine, id, file, defaultHandleKey string) (*Workflo
 	init, _, err := m.Initial(nil)
 	if err == nil && gm.Input == nil {
 		gm.initSnap = init
+	}
+	if err != nil && gm.Input == nil {
+		gm.startErr = err
 	}
 	gm.notStarted = init
 	gm.Listing = listingVersion(gm)
