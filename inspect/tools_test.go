@@ -162,9 +162,11 @@ func TestInstancePageOfAParallelMachine(t *testing.T) {
 }
 
 // TestInstancePageWhileACallWaits: while a call waits for an operator's
-// approval, the page offers nothing but the status tool, and says why.
+// approval, the page offers nothing but the status tool, and says why;
+// beside stdio (a Caller) it says how an operator is authenticated there.
 func TestInstancePageWhileACallWaits(t *testing.T) {
-	s := start(t, gate.HTTPOptions{}, false, map[string]string{"vault.json": vault})
+	caller := store.Principal{Sub: "alice", Auth: "stdio", Roles: []string{"keyholder"}}
+	s := startWith(t, gate.HTTPOptions{}, inspect.Options{Caller: &caller}, map[string]string{"vault.json": vault})
 	a := &agent{mcptest.HTTP(t, s.URL+"/mcp", mcptest.Options{Name: "inspect-test"})}
 	_, sc, _ := a.Call("vault_open", map[string]any{"reason": "audit"})
 	link, _ := sc["inspect"].(string)
@@ -175,5 +177,8 @@ func TestInstancePageWhileACallWaits(t *testing.T) {
 	names, _ := toolsNow(t, page)
 	if !slices.Equal(names, []string{"vault_status"}) || !strings.Contains(page, `A call of <code>vault_open</code> waits for an operator's approval`) {
 		t.Errorf("while a call waits the page offers %v:\n%s", names, page)
+	}
+	if !strings.Contains(page, "an approval needs an operator&#39;s token (serve --inspect with --token-file, and open this page once with ?token=TOKEN") {
+		t.Errorf("the page does not say how to approve beside stdio:\n%s", page)
 	}
 }
