@@ -1,10 +1,14 @@
 // Package inspect is stategate's inspector: web pages, served beside
-// /mcp by `stategate serve --http`, that show the workflows (each machine
+// /mcp by `stategate serve --http` (or on a port of their own beside a
+// stdio server, `serve --inspect`), that show the workflows (each machine
 // file's status, version and errors), their instances (state, status,
-// last change, pending timers, intents in doubt), one instance's diagram
-// with its active states and its audit trail, and a workflow's diagram,
-// all updated live (server-sent events) as calls, timers and reloads move
-// them.
+// last change, pending timers, intents in doubt), one instance's tools
+// available now (as its agent is listed them; see toolsNow), context,
+// diagram with its active states and audit trail, and a workflow's
+// diagram and tools, all updated live (server-sent events) as calls,
+// timers and reloads move them. It reads the workflows and instances
+// (package workflow) and draws with package graph; it knows nothing of
+// the gate or its transports.
 //
 // The pages are read-only unless Options.Reset is set: then an
 // instance that is done or failed has a button that resets it, as
