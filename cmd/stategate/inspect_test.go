@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	jose "github.com/go-jose/go-jose/v4"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 
@@ -223,5 +224,25 @@ func TestInspectFlags(t *testing.T) {
 func TestNextStepsMentionTheInspector(t *testing.T) {
 	if s := nextSteps("/m"); !strings.Contains(s, `add "--inspect", "127.0.0.1:3001" to the args and open http://127.0.0.1:3001/inspect`) {
 		t.Errorf("the next steps:\n%s", s)
+	}
+}
+
+// TestInspectBesideStdioWithJWTs: with --auth-issuer, the inspector
+// beside stdio wants an issuer's JWT, and says who it names; the MCP
+// calls over stdio are still the local user's.
+func TestInspectBesideStdioWithJWTs(t *testing.T) {
+	iss := authtest.NewIssuer(t, "https://issuer.example/realms/ops")
+	jwks := iss.WriteJWKS(t, t.TempDir())
+	c, base := besideStdio(t, "--inspect", "0", "--auth-issuer", iss.URL, "--auth-audience", "https://stategate.example/mcp", "--auth-jwks", jwks, "--roles", "clerk")
+	if res, _ := do(t, "GET", base, nil); res.StatusCode != http.StatusUnauthorized {
+		t.Errorf("without a JWT: %s, want 401", res.Status)
+	}
+	tok := iss.Token(t, jose.ES256, iss.Claims("alice", "https://stategate.example/mcp"))
+	if res, page := do(t, "GET", base, map[string]string{"Authorization": "Bearer " + tok}); res.StatusCode != http.StatusOK || !strings.Contains(page, "alice (jwt)") {
+		t.Errorf("with a JWT: %s, want 200 saying who it is", res.Status)
+	}
+	_, sc, _ := c.Call("invoice_add_line", map[string]any{"description": "Design", "amount": 100})
+	if sc["state"] != "draft" {
+		t.Fatalf("a call over stdio: %v", sc)
 	}
 }
