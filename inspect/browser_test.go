@@ -312,7 +312,7 @@ func TestParallelMachineInABrowser(t *testing.T) {
 	b.do("open the instance's page", chromedp.Navigate(link))
 	b.awaitLive()
 	tools := `Array.from(document.querySelectorAll("#tools-now tr[data-tool]")).map(tr => tr.dataset.tool).join(",")`
-	b.await("the tools of the closed window", tools, "migration_open_window,migration_status", time.Second)
+	b.await("the tools of the closed window", tools, "migration_open_window,migration_status", 10*time.Second)
 	// The state names are 12 pt in the SVG's own units.
 	px := `(() => { const s = document.querySelector("#diagram svg"); return String(Math.round(12 * s.getBoundingClientRect().width / s.viewBox.baseVal.width)) })()`
 	if got, _ := strconv.Atoi(b.eval(px)); got < 13 {
@@ -323,7 +323,7 @@ func TestParallelMachineInABrowser(t *testing.T) {
 	}
 
 	a.call("migration_open_window", nil)
-	b.await("the tools of the open window", tools, "migration_close_window,migration_start,migration_status", time.Second)
-	b.await("the window's timer", `document.querySelector("ul.timers .event").textContent`, "after window: window.open → window.closed", time.Second)
+	b.await("the tools of the open window", tools, "migration_close_window,migration_start,migration_status", 10*time.Second)
+	b.await("the window's timer", `document.querySelector("ul.timers .event").textContent`, "after window: window.open → window.closed", 10*time.Second)
 	shot(t, b.ctx, b.out, "6-parallel-instance")
 }
