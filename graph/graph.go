@@ -203,8 +203,11 @@ func afterDelay(ev string, n *interp.StateNode) (string, bool) {
 	return ev[len(prefix) : len(ev)-len(suffix)], true
 }
 
-// guardName names a guard as a machine's config does: its type, and
-// XState's combinators around their guards.
+// GuardName names a guard as a machine's config does, and as the
+// drawings label transitions: its type, and XState's combinators around
+// their guards ("and(isAdmin, not(locked))").
+func GuardName(g interp.Guard) string { return guardName(g) }
+
 func guardName(g interp.Guard) string {
 	switch g := g.(type) {
 	case *interp.NamedGuard:

@@ -59,7 +59,11 @@ func (h *Handler) approvalOf(ctx context.Context, wf, handle string, p store.Pen
 	by, known := h.operator(ctx)
 	if err := workflow.MayApprove(&p, by); err != nil {
 		v.Needs = strings.TrimPrefix(err.Error(), workflow.ErrNotApprover.Error()+": ")
-		if !known || by.Auth == "none" {
+		switch {
+		case (!known || by.Auth == "none") && h.opts.Caller != nil:
+			// Beside stdio, the shared token's holder is not the caller.
+			v.Needs += ". The inspector authenticates no one: an approval needs an operator's token (serve --inspect with --token-file, and open this page once with ?token=TOKEN; see docs/inspector.md)"
+		case !known || by.Auth == "none":
 			v.Needs += ". This server authenticates no one: an approval needs an operator's token (serve with --auth-issuer, see docs/principals.md)"
 		}
 		return v

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -291,4 +292,38 @@ func shot(t *testing.T, ctx context.Context, dir, name string) {
 	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("inspector-%s.png", name)), data, 0o644); err != nil {
 		t.Error(err)
 	}
+}
+
+// TestParallelMachineInABrowser opens the page of an instance of the
+// bundled parallel machine (db-migration): its diagram is drawn at a
+// readable size (the state names at 13 px at least, the page no wider
+// than the window: the diagram scrolls), and the tools available now
+// and the timers follow the agent's calls.
+func TestParallelMachineInABrowser(t *testing.T) {
+	b := openBrowser(t)
+	src, err := os.ReadFile(filepath.Join("..", "machines", "db-migration.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, gate.HTTPOptions{}, false, map[string]string{"db-migration.mjs": string(src)})
+	a := connect(t, s.URL)
+	sc, _ := a.call("migration_status", nil)
+	link, _ := sc["inspect"].(string)
+	b.do("open the instance's page", chromedp.Navigate(link))
+	b.awaitLive()
+	tools := `Array.from(document.querySelectorAll("#tools-now tr[data-tool]")).map(tr => tr.dataset.tool).join(",")`
+	b.await("the tools of the closed window", tools, "migration_open_window,migration_status", 10*time.Second)
+	// The state names are 12 pt in the SVG's own units.
+	px := `(() => { const s = document.querySelector("#diagram svg"); return String(Math.round(12 * s.getBoundingClientRect().width / s.viewBox.baseVal.width)) })()`
+	if got, _ := strconv.Atoi(b.eval(px)); got < 13 {
+		t.Errorf("the diagram's state names are drawn at %d px, want 13 at least", got)
+	}
+	if got := b.eval(`String(document.documentElement.scrollWidth <= window.innerWidth)`); got != "true" {
+		t.Errorf("the page is wider than the window: the diagram should scroll in its box")
+	}
+
+	a.call("migration_open_window", nil)
+	b.await("the tools of the open window", tools, "migration_close_window,migration_start,migration_status", 10*time.Second)
+	b.await("the window's timer", `document.querySelector("ul.timers .event").textContent`, "after window: window.open → window.closed", 10*time.Second)
+	shot(t, b.ctx, b.out, "6-parallel-instance")
 }

@@ -65,7 +65,7 @@ func TestDiagramSharedLayout(t *testing.T) {
 		got := make(chan string, views)
 		for range views {
 			go func() {
-				svg, msg := h.diagram(context.Background(), wf, "green", map[string]any{}, "light x")
+				svg, msg := h.diagram(context.Background(), wf, "green", "light x")
 				got <- string(svg) + msg
 			}()
 		}
@@ -91,7 +91,7 @@ func TestDiagramLayoutDeadline(t *testing.T) {
 		h := drawer(b.layout)
 		wf := testWorkflow(t)
 		for i, state := range []string{"green", "red", "green"} {
-			svg, msg := h.diagram(context.Background(), wf, state, nil, "light x")
+			svg, msg := h.diagram(context.Background(), wf, state, "light x")
 			if svg != "" || !strings.Contains(msg, "took more than 10s to lay it out") || !strings.Contains(msg, "not laid out again until its machine file changes") {
 				t.Fatalf("view %d: svg %q, message %q", i, svg, msg)
 			}
@@ -124,7 +124,7 @@ func TestDiagramTooLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := drawer(graph.SVG)
-	svg, msg := h.diagram(context.Background(), wf, nil, nil, "big")
+	svg, msg := h.diagram(context.Background(), wf, nil, "big")
 	if svg != "" || !strings.Contains(msg, "too large to draw") || !strings.Contains(msg, "graph.MaxStates") {
 		t.Fatalf("svg %d bytes, message %q", len(svg), msg)
 	}

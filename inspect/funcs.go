@@ -3,8 +3,6 @@ package inspect
 import (
 	"html/template"
 	"net/url"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/stategate/stategate/store"
@@ -40,29 +38,7 @@ var funcs = template.FuncMap{
 	"description":  func(w *workflow.Workflow) string { return description(w.Machine) },
 	"workflowLink": func(w string) string { return Prefix + "/" + url.PathEscape(w) },
 	"instanceLink": func(w, h string) string { return Link(Prefix, w, h) },
-	"timerEvent":   timerEvent,
 	"toolLabel":    toolLabel,
-}
-
-// timerEvent names a timer's event: "after 30m" for an `after` delay
-// (xstate.after.DELAY.NODE), else the event's type.
-func timerEvent(t store.Timer) string {
-	typ, _ := t.Event["type"].(string)
-	if rest, ok := strings.CutPrefix(typ, "xstate.after."); ok {
-		delay, node, _ := strings.Cut(rest, ".")
-		if ms, err := strconv.ParseFloat(delay, 64); err == nil {
-			d := time.Duration(ms * float64(time.Millisecond))
-			s := "after " + d.String()
-			if node != "" {
-				s += " in " + node
-			}
-			return s
-		}
-	}
-	if typ == "" {
-		return "a timer"
-	}
-	return typ
 }
 
 // toolLabel says what made an audit entry that no tool call made.

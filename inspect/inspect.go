@@ -1,10 +1,14 @@
 // Package inspect is stategate's inspector: web pages, served beside
-// /mcp by `stategate serve --http`, that show the workflows (each machine
+// /mcp by `stategate serve --http` (or on a port of their own beside a
+// stdio server, `serve --inspect`), that show the workflows (each machine
 // file's status, version and errors), their instances (state, status,
-// last change, pending timers, intents in doubt), one instance's diagram
-// with its active states and its audit trail, and a workflow's diagram,
-// all updated live (server-sent events) as calls, timers and reloads move
-// them.
+// last change, pending timers, intents in doubt), one instance's tools
+// available now (as its agent is listed them; see toolsNow), context,
+// diagram with its active states and audit trail, and a workflow's
+// diagram and tools, all updated live (server-sent events) as calls,
+// timers and reloads move them. It reads the workflows and instances
+// (package workflow) and draws with package graph; it knows nothing of
+// the gate or its transports.
 //
 // The pages are read-only unless Options.Reset is set: then an
 // instance that is done or failed has a button that resets it, as
@@ -42,8 +46,10 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -83,6 +89,10 @@ type Options struct {
 	// a principal) a reset is refused, 403. Empty: whoever opens the
 	// pages may reset.
 	ResetRole string
+	// Caller, when set, is the principal who makes every call (stdio's
+	// local user, beside which serve --inspect serves the pages): an
+	// instance's page says which tools its roles hide from it.
+	Caller *store.Principal
 	// Logger receives the inspector's logs; slog.Default() when nil.
 	Logger *slog.Logger
 	// MaxStreams bounds the pages following live updates at once (their
@@ -287,16 +297,16 @@ type instanceRow struct {
 	Status           string
 	Reset            bool // reset by an operator: starts afresh when next used
 	Updated          time.Time
-	Timers           []store.Timer
+	Timers           []timerView
 	InDoubt          int
 	Err              string
 }
 
-func (r instanceRow) NextTimer() *store.Timer {
+func (r instanceRow) NextTimer() *timerView {
 	if len(r.Timers) == 0 {
 		return nil
 	}
-	t := slices.MinFunc(r.Timers, func(a, b store.Timer) int { return a.Due.Compare(b.Due) })
+	t := slices.MinFunc(r.Timers, func(a, b timerView) int { return a.Due.Compare(b.Due) })
 	return &t
 }
 
@@ -392,7 +402,7 @@ func (h *Handler) instances(ctx context.Context, workflow string) (rows []instan
 
 func (h *Handler) row(ctx context.Context, k store.Key, rec store.Record) instanceRow {
 	x := h.opts.Instances
-	row := instanceRow{Workflow: k.Machine, Handle: k.Handle, Updated: rec.Updated, Timers: rec.Timers, Reset: rec.IsReset()}
+	row := instanceRow{Workflow: k.Machine, Handle: k.Handle, Updated: rec.Updated, Timers: timerViews(nil, rec.Timers), Reset: rec.IsReset()}
 	s, err := x.Snapshot(ctx, k.Machine, k.Handle)
 	switch {
 	case errors.Is(err, workflow.ErrUnknownWorkflow):
@@ -401,7 +411,11 @@ func (h *Handler) row(ctx context.Context, k store.Key, rec store.Record) instan
 		row.Status, row.Err = "unreadable", err.Error()
 	default:
 		row.Served = true
-		row.State, row.Status, row.Timers = stateString(s.Value), s.Status, s.Timers
+		var m *interp.Machine
+		if wf := x.Workflow(k.Machine); wf != nil {
+			m = wf.Machine
+		}
+		row.State, row.Status, row.Timers = stateString(s.Value), s.Status, timerViews(m, s.Timers)
 		if doubt, err := x.InDoubt(ctx, k.Machine, k.Handle); err == nil {
 			row.InDoubt = len(doubt)
 		}
@@ -414,7 +428,7 @@ type workflowData struct {
 	File      fileRow
 	SVG       template.HTML
 	SVGError  string
-	Tools     []*workflow.Tool
+	Tools     []toolView
 	Instances []instanceRow
 	Total     int
 }
@@ -441,13 +455,13 @@ func (h *Handler) workflow(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cannot read the store: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	d := workflowData{Workflow: wf, Tools: wf.Tools, Instances: rows, Total: total}
+	d := workflowData{Workflow: wf, Tools: h.workflowTools(wf), Instances: rows, Total: total}
 	for _, f := range h.files(ctx) {
 		if f.Workflow == wf.ID {
 			d.File = f
 		}
 	}
-	d.SVG, d.SVGError = h.diagram(ctx, wf, nil, nil, wf.ID)
+	d.SVG, d.SVGError = h.diagram(ctx, wf, nil, wf.ID)
 	h.render(w, r, "workflow", page{Title: "Workflow " + wf.ID, Workflow: wf.ID, Crumbs: []crumb{{"Workflows", Prefix}, {wf.ID, ""}}, Data: d})
 }
 
@@ -463,9 +477,11 @@ type auditRow struct {
 }
 
 type instanceData struct {
-	Workflow    *workflow.Workflow
-	Row         instanceRow
-	State       *workflow.State
+	Workflow *workflow.Workflow
+	Row      instanceRow
+	State    *workflow.State
+	// Tools are what the instance offers its agents now.
+	Tools       *toolsNow
 	Context     string
 	Output      string
 	SVG         template.HTML
@@ -510,14 +526,24 @@ func (h *Handler) instance(w http.ResponseWriter, r *http.Request) {
 		d.Row = h.row(ctx, k, rec)
 	}
 	if wf != nil {
-		st, err := x.Snapshot(ctx, id, handle)
+		var st *workflow.State
+		err := workflow.CheckHandle(handle)
+		var in *workflow.Instance
 		if err == nil {
+			in, err = x.Load(ctx, wf, handle)
+		}
+		if err == nil {
+			st = in.State()
+			tools := h.toolsAt(in)
+			d.Tools = &tools
 			d.State, d.Version = st, st.Version
 			d.Context = prettyJSON(st.Context)
 			if st.Output != nil {
 				d.Output = prettyJSON(st.Output)
 			}
-			d.SVG, d.SVGError = h.diagram(ctx, wf, st.Value, st.Context, wf.ID+" "+handle)
+			// The context has a section of its own: the diagram is the
+			// machine's, with the active states.
+			d.SVG, d.SVGError = h.diagram(ctx, wf, st.Value, wf.ID+" "+handle)
 			d.ResetButton = h.opts.Reset && !notStored && (st.Status == "done" || st.Status == "error")
 			if d.ResetButton && !h.mayReset(ctx) {
 				d.ResetButton, d.ResetNeeds = false, h.opts.ResetRole
@@ -613,18 +639,17 @@ type diagrams struct {
 }
 
 // diagram draws a workflow's machine, with an instance's active states
-// and context when value is set. Views of a diagram being drawn wait for
+// when value is set (not its context, which the page shows beside). Views of a diagram being drawn wait for
 // that layout (at most defaultLayoutTimeout, or until their request
 // ends); a machine over graph's limits, or whose layout ran out of time,
 // gets a message instead.
-func (h *Handler) diagram(ctx context.Context, wf *workflow.Workflow, value, context any, title string) (template.HTML, string) {
+func (h *Handler) diagram(ctx context.Context, wf *workflow.Workflow, value any, title string) (template.HTML, string) {
 	tools := make(map[string]string, len(wf.Tools))
 	for _, t := range wf.Tools {
 		tools[t.Event] = t.Name
 	}
-	ctxJSON, _ := json.Marshal(context)
 	valJSON, _ := json.Marshal(value)
-	sum := sha256.Sum256([]byte(wf.ID + "\x00" + wf.Version + "\x00" + title + "\x00" + string(valJSON) + "\x00" + string(ctxJSON)))
+	sum := sha256.Sum256([]byte(wf.ID + "\x00" + wf.Version + "\x00" + title + "\x00" + string(valJSON)))
 	key := hex.EncodeToString(sum[:])
 	machine := wf.ID + "\x00" + wf.Version
 	h.svgMu.Lock()
@@ -638,7 +663,6 @@ func (h *Handler) diagram(ctx context.Context, wf *workflow.Workflow, value, con
 		o := graph.Options{Tools: tools, Title: title}
 		if value != nil {
 			o.Active = activeIn(value)
-			o.Context = context
 		}
 		ch := h.draw.flights.DoChan(key, func() (any, error) {
 			return h.layout(ctx, wf, machine, key, o)
@@ -701,7 +725,7 @@ func (h *Handler) layout(ctx context.Context, wf *workflow.Workflow, machine, ke
 	if err != nil {
 		return nil, err
 	}
-	svg = stripProlog(svg)
+	svg = readable(stripProlog(svg))
 	h.svgMu.Lock()
 	if len(h.svgs) >= maxSVGCache {
 		clear(h.svgs)
@@ -718,6 +742,31 @@ func stripProlog(svg []byte) []byte {
 		return svg[i:]
 	}
 	return svg
+}
+
+// minScale is the smallest a diagram is drawn at, of its natural size
+// (Graphviz sizes it in points, 4/3 of a CSS pixel each): its state names
+// (12 pt) are then 13.6 px, the transitions' labels (10 pt) 11.3 px. The
+// page scales a diagram down to the width it has, but no further: a wider
+// one (a parallel machine's regions side by side) scrolls.
+const minScale = 0.85
+
+// svgWidth is the root element's width, in points, as Graphviz writes it.
+var svgWidth = regexp.MustCompile(`^<svg width="([0-9.]+)pt"`)
+
+// readable gives a diagram's root element its smallest width (minScale
+// of its natural one), which the style sheet's max-width: 100% yields to.
+func readable(svg []byte) []byte {
+	m := svgWidth.FindSubmatchIndex(svg)
+	if m == nil {
+		return svg
+	}
+	pt, err := strconv.ParseFloat(string(svg[m[2]:m[3]]), 64)
+	if err != nil {
+		return svg
+	}
+	style := fmt.Sprintf(` style="min-width: %.0fpx"`, pt*4/3*minScale)
+	return slices.Concat(svg[:m[1]], []byte(style), svg[m[1]:])
 }
 
 // activeIn reports the state nodes a state value has active: the root,

@@ -18,11 +18,11 @@ import (
 // AuthFlags are serve's flags of principals: who makes each request (see
 // docs/principals.md).
 type AuthFlags struct {
-	AuthIssuer   string        `name:"auth-issuer" placeholder:"URL" help:"With --http: every request needs a JWT this OAuth authorization server issued (its iss, exactly), as 'Authorization: Bearer JWT'; its sub is the principal, its roles claim and the words of its scope the roles. With --auth-audience and --auth-jwks."`
+	AuthIssuer   string        `name:"auth-issuer" placeholder:"URL" help:"With --http (or --inspect): every request needs a JWT this OAuth authorization server issued (its iss, exactly), as 'Authorization: Bearer JWT'; its sub is the principal, its roles claim and the words of its scope the roles. With --auth-audience and --auth-jwks."`
 	AuthAudience string        `name:"auth-audience" placeholder:"AUD" help:"The audience a token must name (its aud): this server, as the issuer names it."`
 	AuthJWKS     string        `name:"auth-jwks" placeholder:"FILE|URL" help:"The issuer's keys (RS256, ES256): a JWKS file, read again when it changes, or its https:// URL, fetched and kept as its Cache-Control says."`
 	AuthScopes   []string      `name:"auth-scope" placeholder:"SCOPE" help:"A scope clients should ask the issuer for (the protected resource metadata's scopes_supported; repeatable)."`
-	Roles        []string      `name:"roles" placeholder:"ROLE" help:"The roles of stdio's principal (the local user), or with --token-file of the token's holder; none by default."`
+	Roles        []string      `name:"roles" placeholder:"ROLE" help:"The roles of stdio's principal (the local user), and with --token-file of the token's holder; none by default."`
 	ConfirmTime  time.Duration `name:"confirm-timeout" default:"5m" help:"How long a call of a step with meta.tool.confirm waits for its human's yes (elicitation): past it the call is refused NEEDS_HUMAN and nothing moves. Other instances never wait for it."`
 	InspectRole  string        `name:"inspect-role" default:"operator" placeholder:"ROLE" help:"The role a principal needs to reset an instance from the inspector (with --inspect-reset and --token-file or --auth-issuer; without them anyone who opens it may; empty: any principal may)."`
 }
@@ -56,11 +56,13 @@ func (c *serveCmd) principals(ctx context.Context, log *slog.Logger) (principals
 	switch {
 	case jwt && len(missing) > 0:
 		return pr, fmt.Errorf("--auth-issuer, --auth-audience and --auth-jwks go together (missing: %s)", strings.Join(missing, ", "))
-	case jwt && c.HTTP == "":
-		return pr, errors.New("--auth-issuer needs --http (over stdio the principal is the local user, with --roles)")
+	case jwt && c.HTTP == "" && c.Inspect == "":
+		return pr, errors.New("--auth-issuer needs --http or --inspect (over stdio the principal is the local user, with --roles)")
 	case jwt && c.TokenFile != "":
 		return pr, errors.New("--auth-issuer and --token-file cannot be combined (one kind of bearer token at a time)")
-	case jwt && len(a.Roles) > 0:
+	case jwt && len(a.Roles) > 0 && c.HTTP != "":
+		// (Beside stdio, --inspect's JWTs are the inspector's, and
+		// --roles stdio's.)
 		return pr, errors.New("--roles cannot be combined with --auth-issuer (a token's roles are its roles claim and scope)")
 	case !jwt && len(a.AuthScopes) > 0:
 		return pr, errors.New("--auth-scope needs --auth-issuer")

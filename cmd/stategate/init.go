@@ -130,6 +130,7 @@ func nextSteps(dir string) string {
 	}
 	fmt.Fprintf(&b, "Try it with the MCP Inspector's CLI (node 22; the server's command line, then -- and the Inspector's own flags):\n  npx @modelcontextprotocol/inspector --cli %s -- --method tools/list\n\n", cmdline)
 	fmt.Fprintf(&b, "Have an MCP client start it: in Claude Desktop's claude_desktop_config.json, Cursor's mcp.json or VS Code's mcp.json (\"servers\" there), add:\n%s\n\n", config)
+	fmt.Fprintf(&b, "To watch its workflows live while the client runs it, add \"--inspect\", \"127.0.0.1:3001\" to the args and open http://127.0.0.1:3001/inspect: the instances, their states, the tools the agent has now, updated as it calls them.\n\n")
 	fmt.Fprintf(&b, "Or serve Streamable HTTP, and watch it live in a browser:\n  %s --http 127.0.0.1:3001\n  (MCP at http://127.0.0.1:3001/mcp, the inspector at http://127.0.0.1:3001/inspect)\n", cmdline)
 	return b.String()
 }

@@ -38,8 +38,9 @@ type serveCmd struct {
 	Machines  string        `default:"machines" help:"Folder of machine files to serve (subfolders too)."`
 	Data      string        `default:".stategate" help:"Folder of the store."`
 	HTTP      string        `name:"http" placeholder:"ADDR" help:"Serve Streamable HTTP at ADDR/mcp (bound to 127.0.0.1 unless ADDR names a host) instead of stdio."`
+	Inspect   string        `name:"inspect" placeholder:"ADDR" help:"Beside stdio, serve the inspector's pages at ADDR/inspect (bound to 127.0.0.1 unless ADDR names a host), behind the checks of --http (--allow-host, --token-file, --auth-issuer), to watch a desktop client's workflows live; that port serves no /mcp. (With --http they are on its port.)"`
 	AllowHost []string      `name:"allow-host" placeholder:"NAME" help:"A host name (or address) HTTP clients may reach the server by, besides loopback names and the addresses it listens on (repeatable)."`
-	TokenFile string        `name:"token-file" type:"existingfile" placeholder:"FILE" help:"Require every HTTP request to carry 'Authorization: Bearer TOKEN', TOKEN being the file's first line."`
+	TokenFile string        `name:"token-file" type:"existingfile" placeholder:"FILE" help:"Require every HTTP request (--http, --inspect) to carry 'Authorization: Bearer TOKEN', TOKEN being the file's first line (a browser: the page opened once with ?token=TOKEN)."`
 	Sessions  int           `name:"max-sessions" default:"1024" help:"HTTP sessions at most (and 2026-07-28 listen streams); at the bound, a new one replaces only one unused for 10 minutes, or one beyond another client address's quarter."`
 	InspReset bool          `name:"inspect-reset" help:"Let the inspector's pages (ADDR/inspect) reset an instance that is done or failed, as 'state reset' does; without it they change nothing."`
 	HandleKey string        `placeholder:"NAME" help:"Argument that picks a workflow instance (a machine's meta.handleKey overrides it)."`
@@ -110,6 +111,13 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 		}
 		defer ln.Close()
 	}
+	iln, err := c.listenInspect()
+	if err != nil {
+		return err
+	}
+	if iln != nil {
+		defer iln.Close()
+	}
 	st, where, err := c.openStore(log)
 	if err != nil {
 		return err
@@ -135,6 +143,10 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 	var inspectBase string
 	if c.HTTP == "" {
 		opts.SharedInstance = c.Instance
+		if iln != nil {
+			inspectBase = inspectURL(iln.Addr(), c.AllowHost)
+			opts.InspectLink = func(w, h string) string { return inspect.Link(inspectBase, w, h) }
+		}
 	} else {
 		inspectBase = inspectURL(ln.Addr(), c.AllowHost)
 		opts.InspectLink = func(w, h string) string { return inspect.Link(inspectBase, w, h) }
@@ -204,10 +216,16 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 		// before the store is closed.
 		signal.Ignore(syscall.SIGPIPE)
 		log.Info("serving MCP over stdio", "store", where, "cores", runtime.GOMAXPROCS(0))
+		if iln != nil {
+			defer c.serveInspector(iln, g, inst, lib, pr, token, log)()
+		}
 		if term.IsTerminal(int(os.Stdin.Fd())) {
 			// A person started it, not a client: say what to do next.
 			dir, _ := filepath.Abs(c.Machines)
 			fmt.Fprintf(os.Stderr, "\nThis is an MCP server: it speaks JSON-RPC on stdin and stdout, for an MCP client to start it. Ctrl-C stops it.\n\n%s\n", nextSteps(dir))
+			if iln != nil {
+				fmt.Fprint(os.Stderr, inspectHint(inspectBase))
+			}
 		}
 		return g.ServeStdio(gate.WithPrincipal(ctx, pr.stdio), os.Stdin, stdout)
 	}
