@@ -39,6 +39,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/stategate/stategate/interp"
 	"github.com/stategate/stategate/store"
 	"github.com/stategate/stategate/workflow"
 )
@@ -77,6 +78,12 @@ type Options struct {
 	// inspector: the status tool's result links to it, in its
 	// structured content ("inspect") and its text.
 	InspectLink func(workflow, handle string) string
+	// Mermaid, when set, draws a machine as Mermaid stateDiagram-v2 text
+	// (graph.Mermaid does: the gate links no drawing code itself), tools
+	// naming the tool of each event, active (when not nil) an instance's
+	// active states: each workflow's diagram is then a resource, and each
+	// instance's drawing a resource template (resources.go).
+	Mermaid func(m *interp.Machine, tools map[string]string, active func(*interp.StateNode) bool) string
 }
 
 // Gate serves workflows over MCP.
@@ -117,6 +124,9 @@ type Gate struct {
 	// viewers are the sessions that see an instance of a machine with a
 	// handle key: whom a change of the instance concerns.
 	viewers map[store.Key]map[*session]bool
+	// resWatchers are the sessions subscribed to a resource of an
+	// instance (or of a workflow: no handle), under sessMu.
+	resWatchers map[store.Key]map[*session]bool
 
 	// failed are the machine files that fail to load now, and the folder
 	// they are in (Reloaded).
@@ -132,7 +142,7 @@ type Gate struct {
 	// session id is a client's credential and is never shown or stored.
 	nameKey [32]byte
 
-	activity atomic.Uint64 // tool calls and tool lists answered
+	activity atomic.Uint64 // tool calls, tool lists and resource reads answered
 	origins  atomic.Uint64 // the bindings made (Binding.origin)
 }
 
@@ -178,6 +188,7 @@ func (g *Gate) Bind(srv *server.MCPServer) error {
 	g.setMu.Lock()
 	g.srv.Store(srv)
 	g.registerTools(g.served.Load().tools, nil)
+	g.registerResources(&served{}, g.served.Load())
 	g.setMu.Unlock()
 	return nil
 }
@@ -209,9 +220,9 @@ func (g *Gate) Instances() *workflow.Instances { return g.inst }
 // (Instances.RunTimers).
 func (g *Gate) RunTimers(ctx context.Context) error { return g.inst.RunTimers(ctx) }
 
-// Activity counts the tool calls and tool lists the gate has answered: a
-// value that does not change tells the gate has been idle since it was
-// read.
+// Activity counts the tool calls, tool lists and resource reads the gate
+// has answered: a value that does not change tells the gate has been
+// idle since it was read.
 func (g *Gate) Activity() uint64 { return g.activity.Load() }
 
 // Workflows returns the served workflows, sorted by id.
@@ -229,7 +240,11 @@ func (g *Gate) workflowList() []*workflow.Workflow { return g.served.Load().sort
 // (workflow.ErrToolClash), and nothing changes.
 func (g *Gate) SetWorkflows(ws []*workflow.Workflow) error {
 	g.setMu.Lock()
+	before := g.served.Load()
 	told, err := g.serve(ws)
+	if err == nil {
+		g.registerResources(before, g.served.Load())
+	}
 	g.setMu.Unlock()
 	if err != nil {
 		return err
@@ -264,6 +279,7 @@ func (g *Gate) fileError(w *workflow.Workflow) string {
 // (Instances.Subscribe): the sessions that see it are told when their
 // list changed.
 func (g *Gate) changed(ctx context.Context, c workflow.Change) {
+	g.resourceChanged(ctx, c)
 	if !c.Moved {
 		return
 	}
