@@ -11,10 +11,15 @@
 // (2026-07-28). The transports are mcp-go's Streamable HTTP and stdio,
 // behind the checks a server reachable by others needs.
 //
+// Each workflow's diagram and each instance's state and audit trail are
+// MCP resources, read by the sessions that could act on the instance
+// (resources.go).
+//
 // Where things are: tools.go makes the tools of what is served;
 // listing.go decides what a session sees and tells it when that
 // changes; call.go answers a call, once down and once back; bound.go and
-// upstreams.go gate tools with handlers of their own; modern.go is
+// upstreams.go gate tools with handlers of their own; resources.go the
+// resources; modern.go is
 // revision 2026-07-28; sessions.go, http.go and stdio.go the sessions and
 // transports, httpsessions.go the HTTP sessions' bound and which one a new
 // one may take the place of; mcpgo.go every workaround of what mcp-go

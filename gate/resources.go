@@ -82,6 +82,8 @@ const (
 
 // errNoResource is a resource a request may not read, or that is not:
 // its answer is MCP's "resource not found" (fixAnswer).
+//
+//lint:ignore ST1005 the JSON-RPC error's message begins with it, as mcp-go's own "Resource not found" and MCP's examples do.
 var errNoResource = errors.New("Resource not found")
 
 // errTooManySubs begins the refusal of a subscription past

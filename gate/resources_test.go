@@ -158,6 +158,7 @@ func notReadable(t *testing.T, c *mcptest.Client, uri string, code error) {
 func subscribe(c *mcptest.Client, uri string) error {
 	req := mcp.SubscribeRequest{}
 	req.Params.URI = uri
+	//lint:ignore SA1019 resources/subscribe is the revisions with sessions' (2026-07-28 has Listen instead).
 	return c.Subscribe(context.Background(), req)
 }
 
@@ -301,6 +302,7 @@ func TestResourcesHTTP(t *testing.T) {
 	// Unsubscribed, a is told no more.
 	unsub := mcp.UnsubscribeRequest{}
 	unsub.Params.URI = mine
+	//lint:ignore SA1019 resources/unsubscribe is the revisions with sessions'.
 	if err := a.Unsubscribe(context.Background(), unsub); err != nil {
 		t.Fatal(err)
 	}
@@ -359,9 +361,7 @@ func TestResourcesWithoutStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Call("order_add", map[string]any{"order_id": "ORD-9"})
-	if err := b.Ping(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	b.Call("lamp_status", nil) // its next request
 	b.AwaitNotification(string(mcp.MethodNotificationResourceUpdated), func(n mcp.JSONRPCNotification) bool {
 		return n.Params.AdditionalFields["uri"] == uri
 	})
@@ -429,4 +429,23 @@ func TestResourcesStdio(t *testing.T) {
 		t.Errorf("the lamp: %v", v)
 	}
 	notReadable(t, c, instanceURI("lamp", "session-0123"), mcp.ErrResourceNotFound)
+}
+
+// TestResourcesSubscriptionBound: a session subscribes to
+// maxSubscriptions (64) resources at most; the same one again is no new
+// one.
+func TestResourcesSubscriptionBound(t *testing.T) {
+	url, _, _, _ := resourceHTTP(t)
+	c := mcptest.HTTP(t, url, mcptest.Options{Name: "many"})
+	for i := range 64 {
+		if err := subscribe(c, instanceURI("order", fmt.Sprintf("ORD-%d", i))); err != nil {
+			t.Fatalf("subscription %d: %v", i, err)
+		}
+	}
+	if err := subscribe(c, instanceURI("order", "ORD-0")); err != nil {
+		t.Errorf("the same subscription again: %v", err)
+	}
+	if err := subscribe(c, instanceURI("order", "ORD-64")); !errors.Is(err, mcp.ErrInvalidParams) || !strings.Contains(err.Error(), "64") {
+		t.Errorf("a 65th subscription: %v", err)
+	}
 }
