@@ -449,3 +449,43 @@ func TestResourcesSubscriptionBound(t *testing.T) {
 		t.Errorf("a 65th subscription: %v", err)
 	}
 }
+
+// TestResourcesFollowRoles: an instance resource lists the tools the
+// reader's principal may call, as its tool list does.
+func TestResourcesFollowRoles(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile(filepath.Join("..", "machines", "expense.ts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "expense.ts"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := gate.New(gate.Options{Store: store.NewMemory(), Logger: quietLog(), Mermaid: fakeMermaid})
+	if err := workflow.NewLibrary(workflow.LibraryOptions{Dir: dir, Loader: &xstate.Loader{Modules: &js.Host{}}, Logger: quietLog(), Serve: g.Reloaded}).Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h := g.HTTPHandler(gate.HTTPOptions{})
+	srv := httptest.NewServer(principals(h))
+	t.Cleanup(srv.Close)
+	t.Cleanup(h.Close)
+	as := func(sub, roles string) *mcptest.Client {
+		return mcptest.HTTP(t, srv.URL+"/mcp", mcptest.Options{Header: map[string]string{"X-Sub": sub, "X-Roles": roles}, Name: sub})
+	}
+	agent, approver := as("agent", ""), as("ann", "approver")
+	if _, sc, isErr := agent.Call("expense_submit", map[string]any{"expense_id": "e1", "amount": 120, "payee": "ACME"}); isErr {
+		t.Fatal(sc)
+	}
+	uri := instanceURI("expense", "e1")
+	for c, want := range map[*mcptest.Client]bool{agent: false, approver: true} {
+		v := readJSON(t, c, uri)
+		if got := slices.Contains(toStrings(v["tools"]), "expense_approve"); got != want || v["state"] != "review" {
+			t.Errorf("%s reads expense_approve %v (want %v): %v", c.GetSessionId(), got, want, v)
+		}
+	}
+	tr := readJSON(t, approver, uri+"/trail")
+	es, _ := tr["entries"].([]any)
+	if len(es) != 1 || !strings.Contains(fmt.Sprint(es[0]), "agent") {
+		t.Errorf("the trail names who submitted: %v", tr)
+	}
+}
