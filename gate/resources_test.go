@@ -489,3 +489,29 @@ func TestResourcesFollowRoles(t *testing.T) {
 		t.Errorf("the trail names who submitted: %v", tr)
 	}
 }
+
+// TestResourcesModernListen: under 2026-07-28, a listen stream that asks
+// for resource subscriptions is acknowledged without them (they would
+// never be told anything), with resourcesListChanged, which a reload
+// then sends.
+func TestResourcesModernListen(t *testing.T) {
+	url, _, lib, dir := resourceHTTP(t)
+	c := modernHTTP(t, url)
+	stop, err := c.ListenAsync(context.Background(), mcp.SubscriptionFilter{ResourcesListChanged: true, ResourceSubscriptions: []string{"stategate://workflow/lamp/diagram"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	ack := c.AwaitNotification(mcp.MethodNotificationSubscriptionsAcknowledged, nil)
+	got, _ := json.Marshal(ack.Params.AdditionalFields["notifications"])
+	if string(got) != `{"resourcesListChanged":true}` {
+		t.Errorf("acknowledged %s", got)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fan.json"), []byte(`{"id":"fan","initial":"off","states":{"off":{}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := lib.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.AwaitNotification(string(mcp.MethodNotificationResourcesListChanged), nil)
+}
