@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -412,7 +413,7 @@ func (g *Gate) mayRead(ctx context.Context, m *workflow.Workflow, handle string)
 // error, not a silent success.
 func (g *Gate) checkSubscribe(ctx context.Context, _ any, message any) error {
 	raw, ok := message.(json.RawMessage)
-	if !ok || !strings.Contains(string(raw), string(mcp.MethodResourcesSubscribe)) {
+	if !ok || !bytes.Contains(raw, []byte(mcp.MethodResourcesSubscribe)) {
 		return nil
 	}
 	env, bad := readEnvelope(raw)

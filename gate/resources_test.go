@@ -515,3 +515,27 @@ func TestResourcesModernListen(t *testing.T) {
 	}
 	c.AwaitNotification(string(mcp.MethodNotificationResourcesListChanged), nil)
 }
+
+// TestResourcesReloadUpdates: a reload that changes a workflow's file
+// tells the sessions subscribed to its diagram.
+func TestResourcesReloadUpdates(t *testing.T) {
+	url, _, lib, dir := resourceHTTP(t)
+	c := connect(t, url)
+	uri := "stategate://workflow/lamp/diagram"
+	if err := subscribe(c, uri); err != nil {
+		t.Fatal(err)
+	}
+	lamp := strings.Replace(testMachines["lamp.json"], `"BREAK": "broken"`, `"BREAK": "broken", "DIM": "on"`, 1)
+	if err := os.WriteFile(filepath.Join(dir, "lamp.json"), []byte(lamp), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := lib.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.AwaitNotification(string(mcp.MethodNotificationResourceUpdated), func(n mcp.JSONRPCNotification) bool {
+		return n.Params.AdditionalFields["uri"] == uri
+	})
+	if text, _, err := read(c, uri); err != nil || !strings.Contains(text, "DIM / lamp_dim") {
+		t.Errorf("the reloaded diagram (%v):\n%s", err, text)
+	}
+}
