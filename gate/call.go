@@ -123,6 +123,7 @@ func (g *Gate) handleOf(c *call) (handle string, bad *mcp.CallToolResult) {
 	}
 	if c.sess != nil && g.useHandle(c.sess, m, h) {
 		g.refreshSession(context.WithoutCancel(c.ctx), c.sess)
+		g.tellResourcesChanged(context.WithoutCancel(c.ctx), c.sess)
 	}
 	return h, nil
 }

@@ -11,10 +11,15 @@
 // (2026-07-28). The transports are mcp-go's Streamable HTTP and stdio,
 // behind the checks a server reachable by others needs.
 //
+// Each workflow's diagram and each instance's state and audit trail are
+// MCP resources, read by the sessions that could act on the instance
+// (resources.go).
+//
 // Where things are: tools.go makes the tools of what is served;
 // listing.go decides what a session sees and tells it when that
 // changes; call.go answers a call, once down and once back; bound.go and
-// upstreams.go gate tools with handlers of their own; modern.go is
+// upstreams.go gate tools with handlers of their own; resources.go the
+// resources; modern.go is
 // revision 2026-07-28; sessions.go, http.go and stdio.go the sessions and
 // transports, httpsessions.go the HTTP sessions' bound and which one a new
 // one may take the place of; mcpgo.go every workaround of what mcp-go
@@ -39,6 +44,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/stategate/stategate/interp"
 	"github.com/stategate/stategate/store"
 	"github.com/stategate/stategate/workflow"
 )
@@ -77,6 +83,12 @@ type Options struct {
 	// inspector: the status tool's result links to it, in its
 	// structured content ("inspect") and its text.
 	InspectLink func(workflow, handle string) string
+	// Mermaid, when set, draws a machine as Mermaid stateDiagram-v2 text
+	// (graph.Mermaid does: the gate links no drawing code itself), tools
+	// naming the tool of each event, active (when not nil) an instance's
+	// active states: each workflow's diagram is then a resource, and each
+	// instance's drawing a resource template (resources.go).
+	Mermaid func(m *interp.Machine, tools map[string]string, active func(*interp.StateNode) bool) string
 }
 
 // Gate serves workflows over MCP.
@@ -117,6 +129,9 @@ type Gate struct {
 	// viewers are the sessions that see an instance of a machine with a
 	// handle key: whom a change of the instance concerns.
 	viewers map[store.Key]map[*session]bool
+	// resWatchers are the sessions subscribed to a resource of an
+	// instance (or of a workflow: no handle), under sessMu.
+	resWatchers map[store.Key]map[*session]bool
 
 	// failed are the machine files that fail to load now, and the folder
 	// they are in (Reloaded).
@@ -132,7 +147,7 @@ type Gate struct {
 	// session id is a client's credential and is never shown or stored.
 	nameKey [32]byte
 
-	activity atomic.Uint64 // tool calls and tool lists answered
+	activity atomic.Uint64 // tool calls, tool lists and resource reads answered
 	origins  atomic.Uint64 // the bindings made (Binding.origin)
 }
 
@@ -178,6 +193,7 @@ func (g *Gate) Bind(srv *server.MCPServer) error {
 	g.setMu.Lock()
 	g.srv.Store(srv)
 	g.registerTools(g.served.Load().tools, nil)
+	g.registerResources(&served{}, g.served.Load())
 	g.setMu.Unlock()
 	return nil
 }
@@ -209,9 +225,9 @@ func (g *Gate) Instances() *workflow.Instances { return g.inst }
 // (Instances.RunTimers).
 func (g *Gate) RunTimers(ctx context.Context) error { return g.inst.RunTimers(ctx) }
 
-// Activity counts the tool calls and tool lists the gate has answered: a
-// value that does not change tells the gate has been idle since it was
-// read.
+// Activity counts the tool calls, tool lists and resource reads the gate
+// has answered: a value that does not change tells the gate has been
+// idle since it was read.
 func (g *Gate) Activity() uint64 { return g.activity.Load() }
 
 // Workflows returns the served workflows, sorted by id.
@@ -229,7 +245,11 @@ func (g *Gate) workflowList() []*workflow.Workflow { return g.served.Load().sort
 // (workflow.ErrToolClash), and nothing changes.
 func (g *Gate) SetWorkflows(ws []*workflow.Workflow) error {
 	g.setMu.Lock()
+	before := g.served.Load()
 	told, err := g.serve(ws)
+	if err == nil {
+		g.registerResources(before, g.served.Load())
+	}
 	g.setMu.Unlock()
 	if err != nil {
 		return err
@@ -264,6 +284,7 @@ func (g *Gate) fileError(w *workflow.Workflow) string {
 // (Instances.Subscribe): the sessions that see it are told when their
 // list changed.
 func (g *Gate) changed(ctx context.Context, c workflow.Change) {
+	g.resourceChanged(ctx, c)
 	if !c.Moved {
 		return
 	}

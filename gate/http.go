@@ -397,15 +397,24 @@ func (h *HTTPHandler) post(w http.ResponseWriter, r *http.Request) {
 	a := newAnswer(w, id)
 	var s *session
 	if id != "" && !modernReq {
-		if s = h.g.sessionByID(id); s != nil && s.pending.Swap(false) {
-			a.pending = true // a list_changed waited for this request
+		if s = h.g.sessionByID(id); s != nil {
+			if s.pending.Swap(false) {
+				a.pending = true // a list_changed waited for this request
+			}
+			a.events = s.takeQueued() // and these notifications
 		}
 	}
 	a.fix = h.g.fixAnswer(ctx, env, s, modernReq)
 	h.inner.Handle(a, &server.HTTPRequest{Method: r.Method, URL: r.URL, Header: r.Header, Body: body,
 		Context: context.WithValue(ctx, answerKey{}, a)})
-	if a.finish() && s != nil {
-		s.pending.Store(true) // not carried: the next request carries it
+	undelivered, left := a.finish()
+	if s != nil {
+		if undelivered {
+			s.pending.Store(true) // not carried: the next request carries it
+		}
+		for _, ev := range left {
+			s.queue(ev)
+		}
 	}
 }
 

@@ -50,6 +50,22 @@ import (
 //   - Protocol revisions. mcp-go negotiates any revision it knows,
 //     2024-11-05 included, which has no Streamable HTTP (negotiate).
 //     Would remove it: versions negotiated per transport.
+//   - Resources. mcp-go answers an error of a resource handler with
+//     -32603 (internal error), whatever it wraps: the gate's "resource
+//     not found" gets MCP's code (-32002; -32602 under 2026-07-28) on
+//     its own transports (fixAnswer). Its sessions track no
+//     subscriptions (SessionWithResourceSubscriptions), and its
+//     resources/subscribe acknowledges any URI: the gate checks a
+//     subscription in a hook that sees every request first
+//     (OnRequestInitialization, whose error is -32600, which fixAnswer
+//     makes -32002 too) and records it after (AfterSubscribe). Under
+//     2026-07-28, a listen stream's resource subscriptions reach no
+//     session the gate knows: it leaves them out of the acknowledgement.
+//     mcp-go lists no resource templates: a subscription to a URI a
+//     host's own template makes is refused (a host's own resources are
+//     not). Would remove it: handler errors that carry their code
+//     (ErrResourceNotFound), a subscription check in the server, and
+//     per-URI delivery on listen streams.
 func (g *Gate) plug(srv *server.MCPServer) {
 	hooks := srv.GetHooks()
 	if hooks == nil {
@@ -72,6 +88,7 @@ func (g *Gate) plug(srv *server.MCPServer) {
 			result.Tools = g.listTools(ctx, result.Tools)
 		}
 	})
+	g.plugResources(srv, hooks) // resources.go
 	server.WithToolCapabilities(true)(srv)
 	// Revision 2026-07-28's tool list is the same for every caller, and
 	// changes only with the machine files and the upstream servers.
@@ -122,6 +139,24 @@ func (g *Gate) fixAnswer(ctx context.Context, env *envelope, s *session, modern 
 				allowed := g.listedNames(context.WithoutCancel(ctx), s, modern)
 				e.Message = fmt.Sprintf("Unknown tool: %s. Tools available now: %s", tool, joinTools(allowed))
 				e.Data = map[string]any{"tool": tool, "allowed": allowed}
+				return true
+			})
+		}
+	case string(mcp.MethodResourcesRead), string(mcp.MethodResourcesSubscribe):
+		code := mcp.RESOURCE_NOT_FOUND
+		if modern {
+			code = mcp.INVALID_PARAMS
+		}
+		return func(msg []byte) ([]byte, bool) {
+			return rewriteError(msg, func(e *mcp.JSONRPCErrorDetails) bool {
+				if (e.Code != mcp.INTERNAL_ERROR && e.Code != mcp.INVALID_REQUEST) || !strings.HasPrefix(e.Message, errNoResource.Error()) && !strings.HasPrefix(e.Message, errTooManySubs) {
+					return false
+				}
+				if strings.HasPrefix(e.Message, errTooManySubs) {
+					e.Code = mcp.INVALID_PARAMS
+				} else {
+					e.Code = code
+				}
 				return true
 			})
 		}
@@ -256,11 +291,12 @@ type answer struct {
 	fix func([]byte) ([]byte, bool)
 
 	mu       sync.Mutex
-	pending  bool   // list_changed to write ahead of the answer
-	started  bool   // the status was written
-	stream   bool   // the answer is an event stream
-	wrapped  bool   // a JSON answer made an event stream: its body, buffered
-	body     []byte // the wrapped answer's body
+	pending  bool     // list_changed to write ahead of the answer
+	events   []string // other notifications to write ahead of it (tellSession)
+	started  bool     // the status was written
+	stream   bool     // the answer is an event stream
+	wrapped  bool     // a JSON answer made an event stream: its body, buffered
+	body     []byte   // the wrapped answer's body
 	finished bool
 }
 
@@ -286,7 +322,7 @@ func (a *answer) writeHeader(code int) {
 	h := a.w.Header()
 	ct := h.Get("Content-Type")
 	switch {
-	case a.pending && code == http.StatusOK && strings.HasPrefix(ct, "application/json"):
+	case (a.pending || len(a.events) > 0) && code == http.StatusOK && strings.HasPrefix(ct, "application/json"):
 		a.stream, a.wrapped = true, true
 		h.Set("Content-Type", "text/event-stream")
 		h.Set("Cache-Control", "no-cache")
@@ -299,6 +335,10 @@ func (a *answer) writeHeader(code int) {
 			a.pending = false
 			_, _ = a.w.Write([]byte(listChangedEvent))
 		}
+		for _, ev := range a.events {
+			_, _ = io.WriteString(a.w, ev)
+		}
+		a.events = nil
 	default:
 		a.w.WriteHeader(code)
 	}
@@ -357,20 +397,45 @@ func (a *answer) listChanged() bool {
 	return true
 }
 
+// notify writes a notification (an event) into the answer, or ahead of
+// it, as listChanged does list_changed; false when it is too late.
+func (a *answer) notify(ev string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.finished || a.started && !a.stream:
+		return false
+	case !a.started || a.wrapped:
+		if !slices.Contains(a.events, ev) {
+			a.events = append(a.events, ev)
+		}
+	default: // streaming
+		_, _ = io.WriteString(a.w, ev)
+		if a.flusher != nil {
+			a.flusher.Flush()
+		}
+	}
+	return true
+}
+
 // finish ends the answer once mcp-go has written it: a JSON answer made
-// an event stream goes out with the list_changed before it, in one write.
-// It reports whether a list_changed is left that the answer did not
-// carry (an answer with no body, or an error).
-func (a *answer) finish() (undelivered bool) {
+// an event stream goes out with the notifications before it, in one
+// write. It reports whether a list_changed is left that the answer did
+// not carry (an answer with no body, or an error), and the other
+// notifications left.
+func (a *answer) finish() (undelivered bool, left []string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.finished = true
 	if !a.wrapped {
-		return a.pending
+		return a.pending, a.events
 	}
 	// Written in parts into net/http's buffer: one write to the client.
 	if a.pending {
 		_, _ = io.WriteString(a.w, listChangedEvent)
+	}
+	for _, ev := range a.events {
+		_, _ = io.WriteString(a.w, ev)
 	}
 	body := bytes.TrimRight(a.body, "\n")
 	if a.fix != nil {
@@ -379,7 +444,7 @@ func (a *answer) finish() (undelivered bool) {
 	_, _ = io.WriteString(a.w, "event: message\ndata: ")
 	_, _ = a.w.Write(body)
 	_, _ = io.WriteString(a.w, "\n\n")
-	return false
+	return false, nil
 }
 
 // discard is a response writer that writes nowhere: the answer to a

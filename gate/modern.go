@@ -194,21 +194,31 @@ func (g *Gate) modernHandle(ctx context.Context, m *workflow.Workflow, args map[
 	if m.HandleKey != "" {
 		return h, nil
 	}
-	secret, err := g.handleSecret(ctx)
+	minted, err := g.mintedHandle(ctx, m, h)
 	if err != nil {
 		return "", errorResult("ERROR", "ERROR: "+err.Error(), nil)
-	}
-	minted, legacy := mintedBy(secret, h)
-	if legacy {
-		// Made before handles were tagged: only if it exists.
-		_, _, err := g.inst.Store().Load(ctx, store.Key{Machine: m.ID, Handle: h})
-		minted = err == nil
 	}
 	if !minted {
 		return "", errorResult("INVALID_ARGUMENTS", fmt.Sprintf("INVALID_ARGUMENTS: argument %q is not a handle of the %s workflow: call %s for one", key, m.ID, m.StartTool),
 			map[string]any{"argument": key})
 	}
 	return h, nil
+}
+
+// mintedHandle reports whether the start tool made a handle of a
+// workflow with no handle key (mintedBy; one made before handles were
+// tagged only if the store holds its instance).
+func (g *Gate) mintedHandle(ctx context.Context, m *workflow.Workflow, h string) (bool, error) {
+	secret, err := g.handleSecret(ctx)
+	if err != nil {
+		return false, err
+	}
+	minted, legacy := mintedBy(secret, h)
+	if legacy {
+		_, _, err := g.inst.Store().Load(ctx, store.Key{Machine: m.ID, Handle: h})
+		minted = err == nil
+	}
+	return minted, nil
 }
 
 // withoutModernHandle removes the handle argument of a workflow with no

@@ -45,6 +45,11 @@ type session struct {
 	// principal is who made the session's last request: its list is
 	// what that principal may see.
 	principal Principal
+	// subs are the resources the session subscribed to, by URI; queued
+	// the notifications that wait for its next request's answer
+	// (resources.go).
+	subs   map[string]resURI
+	queued []string
 }
 
 // setPrincipal records who makes the session's requests.
@@ -104,6 +109,7 @@ func (g *Gate) setStreaming(id string, on bool) {
 		if s.pending.Swap(false) {
 			g.sendListChanged(s) // it waited for a request; the stream takes it now
 		}
+		g.flushQueued(s)
 	}
 }
 
@@ -143,6 +149,7 @@ func (g *Gate) dropSession(id string) {
 	for mid, h := range s.handles {
 		g.unview(s, store.Key{Machine: mid, Handle: h})
 	}
+	g.dropSubscriptions(s)
 }
 
 // useHandle makes a session see an instance of a handle-key machine; it

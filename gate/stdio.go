@@ -53,6 +53,7 @@ func (g *Gate) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) erro
 		pw.CloseWithError(err)
 	}()
 	err := s.Listen(context.WithValue(ctx, streamingKey{}, true), pr, w)
+	w.end()
 	pr.Close()
 	f.stop()
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
@@ -372,6 +373,17 @@ type lineWriter struct {
 	w        io.Writer
 	fix      func([]byte) []byte
 	answered func([]byte)
+	// ended is set once ServeStdio returns: mcp-go's goroutine that writes
+	// notifications may still hold one, which is dropped (the caller may
+	// be reading the output by then).
+	ended bool
+}
+
+// end drops every write from now on (see ended).
+func (l *lineWriter) end() {
+	l.mu.Lock()
+	l.ended = true
+	l.mu.Unlock()
 }
 
 func (l *lineWriter) Write(p []byte) (int, error) {
@@ -380,6 +392,10 @@ func (l *lineWriter) Write(p []byte) (int, error) {
 		q = l.fix(p)
 	}
 	l.mu.Lock()
+	if l.ended {
+		l.mu.Unlock()
+		return len(p), nil
+	}
 	_, err := l.w.Write(q)
 	l.mu.Unlock()
 	n := len(p)

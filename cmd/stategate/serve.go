@@ -139,7 +139,7 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 		startRate = -1
 	}
 	inst := workflow.NewInstances(workflow.InstancesOptions{Store: st, Logger: log, EventTimeout: c.EventTime, MaxInstances: maxInst, StartRate: startRate})
-	opts := gate.Options{Instances: inst, Logger: log, ConfirmTimeout: c.ConfirmTime}
+	opts := gate.Options{Instances: inst, Logger: log, ConfirmTimeout: c.ConfirmTime, Mermaid: mermaid}
 	var inspectBase string
 	if c.HTTP == "" {
 		opts.SharedInstance = c.Instance
