@@ -13,26 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-// checkMessage checks that a message from a client is one JSON-RPC 2.0
-// message as MCP allows it, before mcp-go reads it (which takes a wrong
-// shape for a parse error, an object for an id, and invalid UTF-8 for
-// U+FFFD). It returns nil for a message to hand on, else the error to
-// answer with; stdio and HTTP answer alike.
-//
-//   - not UTF-8, or not JSON: -32700 (parse error), id null;
-//   - a batch (an array): -32600, id null: MCP has had no batches since
-//     2025-06-18, and the gate takes none in any revision;
-//   - not an object, "jsonrpc" other than "2.0", an id that is not a string
-//     or a number (MCP forbids null), a method that is not a string, a
-//     message with neither a method nor a result or error: -32600, with the
-//     id when it is a valid one;
-//   - params that are not an object: -32602.
-func checkMessage(raw []byte) *mcp.JSONRPCError {
-	_, err := readEnvelope(raw)
-	return err
-}
-
-// envelope is a message's members as checkMessage reads them, once; the
+// envelope is a message's members as readEnvelope reads them, once; the
 // params stay raw.
 type envelope struct {
 	JSONRPC json.RawMessage `json:"jsonrpc"`
@@ -46,8 +27,20 @@ type envelope struct {
 	method string
 }
 
-// readEnvelope reads a message's members as checkMessage checks them, and
-// returns them or the error to answer with.
+// readEnvelope checks that a message from a client is one JSON-RPC 2.0
+// message as MCP allows it, before mcp-go reads it (which takes a wrong
+// shape for a parse error, an object for an id, and invalid UTF-8 for
+// U+FFFD). It returns the message's members (read once) to hand on, else
+// the error to answer with; stdio and HTTP answer alike.
+//
+//   - not UTF-8, or not JSON: -32700 (parse error), id null;
+//   - a batch (an array): -32600, id null: MCP has had no batches since
+//     2025-06-18, and the gate takes none in any revision;
+//   - not an object, "jsonrpc" other than "2.0", an id that is not a string
+//     or a number (MCP forbids null), a method that is not a string, a
+//     message with neither a method nor a result or error: -32600, with the
+//     id when it is a valid one;
+//   - params that are not an object: -32602.
 func readEnvelope(raw []byte) (*envelope, *mcp.JSONRPCError) {
 	if !utf8.Valid(raw) {
 		return nil, rpcError(nil, mcp.PARSE_ERROR, "Parse error: the message is not valid UTF-8")

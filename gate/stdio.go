@@ -20,7 +20,7 @@ import (
 const maxLine = DefaultMaxBody
 
 // ServeStdio serves MCP over standard input and output until ctx ends or
-// the input closes. Each line is checked as HTTP bodies are (checkMessage,
+// the input closes. Each line is checked as HTTP bodies are (readEnvelope,
 // maxLine) before mcp-go's stdio server reads it.
 //
 // What is promised over stdio:
@@ -116,7 +116,7 @@ func (f *stdioFlow) fix(msg []byte) []byte {
 }
 
 // read checks the messages of in, a line each, answers the malformed ones
-// itself on w (as checkMessage says), and hands on the others (blank lines
+// itself on w (as readEnvelope says), and hands on the others (blank lines
 // are dropped), until the input ends.
 func (f *stdioFlow) read(in io.Reader, w io.Writer) error {
 	r := bufio.NewReaderSize(in, 64<<10)

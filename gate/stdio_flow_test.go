@@ -20,7 +20,6 @@ import (
 // signalledReader reads lines, and signals each line read (by its
 // number) and the end of its input.
 type signalledReader struct {
-	r     io.Reader
 	lines []string
 	mu    sync.Mutex
 	read  int
