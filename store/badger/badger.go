@@ -720,7 +720,9 @@ func (b *Store) buildIndex() error {
 		return err
 	}
 	b.indexed = true
-	b.log.Info("store: built the index of the instances (once, for a store of an earlier version)", "store", b.dir, "instances", len(all), "machines", len(counts))
+	if len(all) > 0 { // (a new store has nothing to say)
+		b.log.Info("store: built the index of the instances (once, for a store of an earlier version)", "store", b.dir, "instances", len(all), "machines", len(counts))
+	}
 	return nil
 }
 
