@@ -342,6 +342,27 @@ func (s *Store) List(ctx context.Context) ([]store.Key, error) {
 	return out, err
 }
 
+// Waiting returns the keys of the instances with a call waiting for an
+// operator's approval (store.Record.Pending), in no order: an index of
+// them, kept by every save, is read, not the records.
+func (s *Store) Waiting(ctx context.Context) ([]store.Key, error) {
+	var out []store.Key
+	err := s.read(ctx, func(ctx context.Context) error {
+		out = out[:0]
+		rows, err := s.pool.Query(ctx, s.q.waiting)
+		if err != nil {
+			return err
+		}
+		var m, h []byte
+		_, err = pgx.ForEachRow(rows, []any{&m, &h}, func() error {
+			out = append(out, store.Key{Machine: string(m), Handle: string(h)})
+			return nil
+		})
+		return err
+	})
+	return out, err
+}
+
 // Recent returns the keys of the n newest instances (of a machine, or of
 // all for ""), by their creation, the newest first.
 func (s *Store) Recent(ctx context.Context, machine string, n int) ([]store.Key, error) {

@@ -40,6 +40,7 @@ type saveReq struct {
 	opens     bool
 	intentRun []byte
 	settles   uint64
+	waiting   bool // a call waits for an operator's approval (Record.Pending)
 	size      int
 
 	taken bool // by a committer (under Store.mu)
@@ -72,7 +73,7 @@ func (s *Store) Save(ctx context.Context, k store.Key, rec store.Record, version
 	if rec.Updated.IsZero() {
 		rec.Updated = time.Now()
 	}
-	r := &saveReq{k: k, version: version, updated: rec.Updated}
+	r := &saveReq{k: k, version: version, updated: rec.Updated, waiting: rec.Pending != nil}
 	var err error
 	if r.record, err = store.AppendRecord(nil, rec); err != nil {
 		return 0, err
@@ -348,7 +349,7 @@ func (s *Store) queueSave(b *pgx.Batch, r *saveReq) {
 			one := int64(1)
 			iv, irun = &one, r.intentRun
 		}
-		b.Queue(s.q.create, m, h, r.record, r.updated, r.nextDue, s.run, iv, irun, r.audit)
+		b.Queue(s.q.create, m, h, r.record, r.updated, r.nextDue, s.run, iv, irun, r.audit, r.waiting)
 	default:
 		var iv, settles *int64
 		if r.opens {
@@ -359,7 +360,7 @@ func (s *Store) queueSave(b *pgx.Batch, r *saveReq) {
 			v := int64(r.settles)
 			settles = &v
 		}
-		b.Queue(s.q.update, m, h, int64(r.version), r.record, r.updated, r.nextDue, s.run, iv, settles, r.intentRun, r.audit, s.retention)
+		b.Queue(s.q.update, m, h, int64(r.version), r.record, r.updated, r.nextDue, s.run, iv, settles, r.intentRun, r.audit, s.retention, r.waiting)
 	}
 }
 
