@@ -261,9 +261,14 @@ func (g *Gate) fileError(w *workflow.Workflow) string {
 }
 
 // changed is told of every change of a stored instance
-// (Instances.Subscribe): the sessions that see it are told when their
+// (Instances.Subscribe; another replica's too): the sessions that see it
+// are told when their list changed; after a Resync, every session whose
 // list changed.
 func (g *Gate) changed(ctx context.Context, c workflow.Change) {
+	if c.Resync {
+		g.refreshAfter(ctx, false)
+		return
+	}
 	if !c.Moved {
 		return
 	}

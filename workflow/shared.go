@@ -297,7 +297,7 @@ func (x *Instances) check(ctx context.Context, w *Workflow, handle string, key s
 	var in *Instance
 	switch {
 	case errors.Is(err, store.ErrNotFound) && cached != nil && cached.Version == 0:
-		in = cached // as it starts, not stored by anyone yet
+		in, err = cached, nil // as it starts, not stored by anyone yet
 	case errors.Is(err, store.ErrNotFound):
 		in, err = x.instance(ctx, w, handle, store.Record{}, 0, err)
 	case err != nil:

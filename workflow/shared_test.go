@@ -55,6 +55,14 @@ func TestReplicasSeeEachOther(t *testing.T) {
 	if s, err := b.Snapshot(ctx, "door", "d1"); err != nil || s.Value != "closed" {
 		t.Fatalf("b reads the door: %+v %v", s, err)
 	}
+	// An instance read as it starts, not stored yet, is made by its
+	// first event.
+	if _, err := b.Snapshot(ctx, "door", "d2"); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := b.Send(ctx, "door", "d2", interp.Event{Type: "OPEN"}); err != nil || s.Version != 1 {
+		t.Fatalf("b's first event of d2: %+v %v", s, err)
+	}
 	seen := changes(t, b)
 	if _, err := a.Send(ctx, "door", "d1", interp.Event{Type: "OPEN"}); err != nil {
 		t.Fatal(err)
