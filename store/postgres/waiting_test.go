@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,5 +77,26 @@ func TestWaiting(t *testing.T) {
 	defer up.Close()
 	if got, err := up.Waiting(ctx); err != nil || !slices.Equal(got, []store.Key{keys[1]}) {
 		t.Fatalf("waiting after the upgrade: %q %v", got, err)
+	}
+}
+
+// TestDescribe: what a connection string names, never its password; one
+// that does not parse is not quoted.
+func TestDescribe(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"postgres://app:s3cret@db.example:6432/gate?sslmode=require", "postgres user=app host=db.example port=6432 database=gate"},
+		{"postgresql://app@/gate?host=/run/pg", "postgres user=app host=socket /run/pg port=5432 database=gate"},
+		{"host=db user=app password=s3cret dbname=gate", "postgres user=app host=db port=5432 database=gate"},
+	} {
+		got, err := Describe(c.in)
+		if err != nil || got != c.want {
+			t.Errorf("Describe(%q) = %q, %v; want %q", c.in, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{"postgres://app:s3cret@db:port/gate", "host=db password=s3cret port=x"} {
+		_, err := Describe(bad)
+		if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "does not parse") {
+			t.Errorf("Describe(%q): %v", bad, err)
+		}
 	}
 }
