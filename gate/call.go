@@ -256,7 +256,7 @@ func guardsThatSaidNo(s *interp.Snapshot, event string) string {
 // status answers the status tool.
 func (g *Gate) status(c *call) *mcp.CallToolResult {
 	m, handle := c.w, c.handle
-	in, err := g.inst.Load(c.ctx, m, handle)
+	in, err := g.inst.Current(c.ctx, m, handle) // as every replica left it
 	if err != nil {
 		return failed(m.StatusTool, err)
 	}

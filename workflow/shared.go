@@ -285,6 +285,20 @@ func (x *Instances) validate(ctx context.Context, w *Workflow, handle string, wa
 	}
 }
 
+// Current returns an instance as Load does, but on a store.Shared checked
+// against the store first (one round trip; its record read only when
+// another replica changed it): what a read that must see every replica's
+// last write uses (the status tool), where Load may be behind by the
+// change feed's latency. It neither holds the instance nor waits for
+// another replica's call.
+func (x *Instances) Current(ctx context.Context, w *Workflow, handle string) (*Instance, error) {
+	if x.shared == nil {
+		return x.Load(ctx, w, handle)
+	}
+	in, _, err := x.check(ctx, w, handle, instanceKey(w, handle))
+	return in, err
+}
+
 // check reads an instance for validate, with its open intent.
 func (x *Instances) check(ctx context.Context, w *Workflow, handle string, key store.Key) (*Instance, store.OpenIntent, error) {
 	cached := x.cached(key, w)
