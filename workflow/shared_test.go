@@ -133,6 +133,10 @@ func TestReplicasResync(t *testing.T) {
 	if s, _ := b.Snapshot(ctx, "door", "d1"); s.Value != "open" {
 		t.Fatalf("b should still have its cached instance: %+v", s)
 	}
+	// A read that must see every replica's last write checks the store.
+	if in, err := b.Current(ctx, b.Workflow("door"), "d1"); err != nil || workflow.StateString(in.Snapshot) != "closed" {
+		t.Fatalf("b.Current: %v", err)
+	}
 	mem.Resync()
 	if c := await(t, seen, "the resync"); !c.Resync || c.Workflow != "" {
 		t.Fatalf("b's subscriber was told %+v", c)

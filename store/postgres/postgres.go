@@ -71,8 +71,9 @@ type Options struct {
 	// replica's commits take in turn; 2 measured no faster on one local
 	// database).
 	Committers int
-	// Timeout bounds a batch's round trips and the resolution of a
-	// commit whose answer was lost (30 s when zero).
+	// Timeout bounds a batch's round trips (30 s when zero), and the
+	// resolution of a commit whose answer was lost (5 s when longer: the
+	// saves are then store.ErrOutcomeUnknown).
 	Timeout time.Duration
 	// ListenURL, when set, is the URL of the change feed's connection
 	// (LISTEN needs a session of its own: not through a pooler in

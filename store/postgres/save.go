@@ -316,7 +316,7 @@ func (s *Store) tryBatch(ctx context.Context, batch []*saveReq, results map[*sav
 		err = fmt.Errorf("store: the commit failed: %w", err)
 	default:
 		// The answer was lost: the transaction's fate tells.
-		rctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+		rctx, cancel := context.WithTimeout(context.Background(), min(s.timeout, lostCommitWait))
 		committed, err = s.resolve(rctx, lostCommit{xid: xid, started: started, witness: witnessOf(batch, outs)}, err)
 		cancel()
 	}
@@ -392,6 +392,13 @@ func (s *Store) readSave(br pgx.BatchResults, r *saveReq) (outcome, error) {
 	}
 	return outcome{made: true, change: c}, nil
 }
+
+// lostCommitWait bounds the resolution of a commit whose answer was lost
+// (or Options.Timeout, when shorter): a database that cannot be reached
+// for that long leaves the batch's saves store.ErrOutcomeUnknown, rather
+// than their callers waiting (and the saves queued behind them) for a
+// restart that may be long.
+const lostCommitWait = 5 * time.Second
 
 // lostCommit is a batch whose COMMIT lost its answer: its transaction,
 // the start of the server it ran on, and a save of it that tells by its
