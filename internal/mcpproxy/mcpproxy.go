@@ -6,8 +6,9 @@
 // (gate.RouteOf), else the one that issued it (learned from the answers to
 // initialize); one without (an initialize, or any request of revision
 // 2026-07-28) goes to the replicas in turn, and to the next one when a
-// replica cannot be reached (nothing was sent to it). Streams (SSE) pass
-// as they come.
+// replica cannot be reached (nothing was sent to it). A session whose
+// replica cannot be reached is answered 404, as its replica's death ended
+// it (the client starts a new one). Streams (SSE) pass as they come.
 //
 // It knows nothing of MCP beyond that header, and nothing of stategate
 // beyond the shape of a routed session id.
@@ -83,6 +84,12 @@ func New(backends ...Backend) (*Proxy, error) {
 		FlushInterval:  -1,
 		ModifyResponse: p.learn,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Header.Get(sessionHeader) != "" && dialFailed(err) {
+				// Its replica is gone, and the session with it: the
+				// client starts a new one, as MCP says of a 404.
+				http.Error(w, "Not Found: the replica that held this session is gone", http.StatusNotFound)
+				return
+			}
 			http.Error(w, "Bad Gateway: "+err.Error(), http.StatusBadGateway)
 		},
 	}

@@ -78,7 +78,7 @@ func TestProxy(t *testing.T) {
 			}
 		}
 	}
-	if _, _, code := post("c.1", "x"); code != http.StatusBadGateway {
+	if _, _, code := post("c.1", "x"); code != http.StatusNotFound {
 		t.Fatalf("a session of a replica that cannot be reached: %d", code)
 	}
 	if _, _, code := post("nobody", "x"); code != http.StatusNotFound {
