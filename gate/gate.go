@@ -17,8 +17,9 @@
 // upstreams.go gate tools with handlers of their own; modern.go is
 // revision 2026-07-28; sessions.go, http.go and stdio.go the sessions and
 // transports, httpsessions.go the HTTP sessions' bound and which one a new
-// one may take the place of; mcpgo.go every workaround of what mcp-go
-// v1.2.1 lacks.
+// one may take the place of; replicas.go what several servers on one
+// shared store add (UNAVAILABLE, BUSY, routed session ids); mcpgo.go every
+// workaround of what mcp-go v1.2.1 lacks.
 //
 // It knows nothing of how instances are kept (package store's
 // interface), of machine files on disk (package workflow's Library hands

@@ -358,14 +358,19 @@ func (r *replicas) unwait(k store.Key, ch chan struct{}) {
 func (r *replicas) tell(k store.Key, all bool) {
 	r.waitMu.Lock()
 	defer r.waitMu.Unlock()
-	for key, ws := range r.waiters {
-		if all || key == k {
-			for ch := range ws {
-				close(ch)
-			}
-			delete(r.waiters, key)
+	if !all {
+		for ch := range r.waiters[k] {
+			close(ch)
+		}
+		delete(r.waiters, k)
+		return
+	}
+	for _, ws := range r.waiters {
+		for ch := range ws {
+			close(ch)
 		}
 	}
+	clear(r.waiters)
 }
 
 // onChange is told every change of the store's feed: what another

@@ -7,8 +7,10 @@
 // batches never deadlock, and one NOTIFY per batch), the change feed
 // (LISTEN on a connection of its own, reconnected with backoff, then
 // Resync), the resolution of a commit whose answer was lost with its
-// connection (by the batch's transaction id: store.ErrOutcomeUnknown only
-// when the database cannot tell), timers' due times and their claims
+// connection (by the batch's transaction id, or once the database
+// restarted by a save's audit entry: store.ErrOutcomeUnknown only when
+// the database cannot tell), the instances waiting for an approval
+// (Waiting), timers' due times and their claims
 // (FOR UPDATE SKIP LOCKED, with leases), open intents, runs' heartbeats,
 // the schema's creation and upgrades under an advisory lock (a schema
 // newer than it knows refused, ErrNewerSchema), and a database that cannot
