@@ -33,7 +33,7 @@ func openPostgres(ctx context.Context, conn string, o postgres.Options) (st *pos
 	defer cancel()
 	st, err = postgres.Open(ctx, conn, o)
 	switch {
-	case errors.Is(err, postgres.ErrNewerSchema):
+	case errors.Is(err, postgres.ErrNewerSchema), errors.Is(err, postgres.ErrNoStore):
 		return nil, "", fmt.Errorf("--store (%s): %w", where, err)
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		return nil, "", fmt.Errorf("--store: cannot connect to PostgreSQL (%s): %w", where, err)
@@ -44,13 +44,14 @@ func openPostgres(ctx context.Context, conn string, o postgres.Options) (st *pos
 }
 
 // openFor opens the store of an operator command: the PostgreSQL database
-// of --store, else the Badger folder of --data (read-only unless write).
+// of --store (never making a store there), else the Badger folder of
+// --data (read-only unless write).
 func openFor(data, conn string, write bool) (store.Store, error) {
 	if conn == "" {
 		return openStore(data, write)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	st, _, err := openPostgres(context.Background(), conn, postgres.Options{Logger: log})
+	st, _, err := openPostgres(context.Background(), conn, postgres.Options{Logger: log, MustExist: true})
 	if err != nil {
 		return nil, err
 	}

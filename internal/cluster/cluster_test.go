@@ -403,6 +403,11 @@ func TestCluster(t *testing.T) {
 		if err != nil || !strings.Contains(string(out), `"version": 9`) {
 			t.Fatalf("state show: %v\n%s", err, out)
 		}
+		// A database with no store is said to have none, and none is made.
+		out, err = exec.Command(h.bin, "state", "list", "--store", c.NewDatabase(t)).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "no stategate store in this database") {
+			t.Fatalf("state list of an empty database: %v\n%s", err, out)
+		}
 		out, err = exec.Command(h.bin, "graph", filepath.Join(h.machines, "counter.json"), "--format", "dot", "--store", h.db, "--handle", first).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), `class="state atomic active"`) || !strings.Contains(string(out), `>8</td>`) {
 			t.Fatalf("graph --store: %v\n%s", err, out)

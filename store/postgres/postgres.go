@@ -81,8 +81,15 @@ type Options struct {
 	// (LISTEN needs a session of its own: not through a pooler in
 	// transaction mode).
 	ListenURL string
+	// MustExist refuses (ErrNoStore) a database with no store in the
+	// schema, rather than making one: for commands that read a store.
+	MustExist bool
 	Logger    *slog.Logger
 }
+
+// ErrNoStore is returned by Open with MustExist for a database with no
+// store in the schema.
+var ErrNoStore = errors.New("no stategate store in this database")
 
 // ErrNewerSchema is returned by Open for a schema upgraded by a later
 // stategate than this one.
@@ -104,6 +111,7 @@ type Store struct {
 	host      string
 	retention int64
 	timeout   time.Duration
+	mustExist bool
 
 	// The queue of saves, and its committers.
 	mu        sync.Mutex
@@ -172,7 +180,7 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 	}
 	s := &Store{
 		log: log, q: newQueries(schema), run: o.Run, retention: int64(o.AuditRetention),
-		timeout: o.Timeout, listenCfg: listenCfg, claimed: map[store.Key]time.Time{},
+		timeout: o.Timeout, listenCfg: listenCfg, claimed: map[store.Key]time.Time{}, mustExist: o.MustExist,
 	}
 	s.wake = sync.NewCond(&s.mu)
 	if s.run == "" {

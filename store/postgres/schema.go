@@ -88,6 +88,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_namespace WHERE nspname = $1)", s.q.schemaName).Scan(&exists); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
+	if !exists && s.mustExist {
+		return fmt.Errorf("%w: the schema %s is missing (serve --store makes it)", ErrNoStore, s.q.schema)
+	}
 	if !exists {
 		if _, err := tx.Exec(ctx, "CREATE SCHEMA "+s.q.schema); err != nil {
 			return fmt.Errorf("store: create the schema %s: %w", s.q.schema, err)
@@ -98,6 +101,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	var meta *string
 	if err := tx.QueryRow(ctx, "SELECT to_regclass($1)::text", s.q.expand("{s}.meta")).Scan(&meta); err != nil {
 		return fmt.Errorf("store: %w", err)
+	}
+	if meta == nil && s.mustExist {
+		return fmt.Errorf("%w: the schema %s has no store's tables (serve --store makes them)", ErrNoStore, s.q.schema)
 	}
 	if meta == nil {
 		if _, err := tx.Exec(ctx, s.q.expand(`CREATE TABLE {s}.meta (key text PRIMARY KEY, value text NOT NULL)`)); err != nil {

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -99,4 +100,33 @@ func TestDescribe(t *testing.T) {
 			t.Errorf("Describe(%q): %v", bad, err)
 		}
 	}
+}
+
+// TestMustExist: a store opened with MustExist is not made: a schema
+// missing, or without the store's tables, is ErrNoStore, and nothing is
+// created; one made is opened.
+func TestMustExist(t *testing.T) {
+	ctx := context.Background()
+	schema := newSchema(t)
+	if _, err := Open(ctx, testDB(t), Options{Schema: schema, MustExist: true, Logger: quietLog()}); !errors.Is(err, ErrNoStore) || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("a missing schema: %v", err)
+	}
+	conn, err := pgx.Connect(ctx, testDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_namespace WHERE nspname = $1", schema).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the schema was made: %d %v", n, err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(ctx, testDB(t), Options{Schema: schema, MustExist: true, Logger: quietLog()}); !errors.Is(err, ErrNoStore) || !strings.Contains(err.Error(), "tables") {
+		t.Fatalf("a schema without the tables: %v", err)
+	}
+	openTest(t, schema, Options{}).Close()
+	s := openTest(t, schema, Options{MustExist: true})
+	s.Close()
 }
