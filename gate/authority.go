@@ -224,7 +224,7 @@ func (g *Gate) pend(c *call, t *workflow.Tool) *mcp.CallToolResult {
 	defer h.Release()
 	in, err := h.Load(c.ctx)
 	if err != nil {
-		return errorResult("ERROR", "ERROR: "+err.Error(), nil)
+		return failed(t.Name, err)
 	}
 	if in.Pending != nil {
 		return g.pendingResult(c, in, fmt.Sprintf("%s was not done: ", t.Name))

@@ -315,7 +315,7 @@ func (g *Gate) callBound(ctx context.Context, ref *toolRef, req mcp.CallToolRequ
 	if b.confirm != "" {
 		v, err := g.current(ctx, m, c.handle)
 		if err != nil {
-			return g.fitOutput(ref.full, errorResult("ERROR", "ERROR: "+err.Error(), nil)), nil
+			return g.fitOutput(ref.full, failed(b.name, err)), nil
 		}
 		if !contains(g.visible(v.tools, c.principal), b.name) {
 			return g.fitOutput(ref.full, refusal("FORBIDDEN", notAvailable(b.name, m, v), m, c.handle, g.seen(v, c.principal))), nil
@@ -332,7 +332,7 @@ func (g *Gate) callBound(ctx context.Context, ref *toolRef, req mcp.CallToolRequ
 	defer h.Release()
 	in, err := h.Load(ctx)
 	if err != nil {
-		return g.fitOutput(ref.full, errorResult("ERROR", "ERROR: "+err.Error(), nil)), nil
+		return g.fitOutput(ref.full, failed(b.name, err)), nil
 	}
 	if in.Pending != nil {
 		return g.fitOutput(ref.full, g.pendingResult(c, in, fmt.Sprintf("%s was not done: ", b.name))), nil

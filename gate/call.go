@@ -133,7 +133,7 @@ func (g *Gate) handleOf(c *call) (handle string, bad *mcp.CallToolResult) {
 func (g *Gate) hold(c *call) (*workflow.Hold, *mcp.CallToolResult) {
 	h, err := g.inst.Hold(c.ctx, c.w, c.handle)
 	if err != nil {
-		return nil, errorResult("ERROR", "ERROR: "+err.Error(), nil)
+		return nil, failed(c.req.Params.Name, err)
 	}
 	return h, nil
 }
@@ -157,7 +157,7 @@ func (g *Gate) callEvent(c *call) *mcp.CallToolResult {
 		// event of it; what the call may do is checked again once held.
 		v, err := g.current(c.ctx, m, c.handle)
 		if err != nil {
-			return errorResult("ERROR", "ERROR: "+err.Error(), nil)
+			return failed(t.Name, err)
 		}
 		if !contains(g.visible(v.tools, c.principal), t.Name) {
 			return refusal("FORBIDDEN", notAvailable(t.Name, m, v), m, c.handle, g.seen(v, c.principal))
@@ -226,7 +226,7 @@ func (g *Gate) eventFailed(c *call, tool, event string, err error) *mcp.CallTool
 	case errors.As(err, &se):
 		return saveFailed(tool, se.Instance.Snapshot, se.Err)
 	}
-	return errorResult("ERROR", "ERROR: "+err.Error(), nil)
+	return failed(tool, err)
 }
 
 // guardsThatSaidNo says which guards refused an event the instance did
@@ -257,9 +257,9 @@ func guardsThatSaidNo(s *interp.Snapshot, event string) string {
 // status answers the status tool.
 func (g *Gate) status(c *call) *mcp.CallToolResult {
 	m, handle := c.w, c.handle
-	in, err := g.inst.Load(c.ctx, m, handle)
+	in, err := g.inst.Current(c.ctx, m, handle) // as every replica left it
 	if err != nil {
-		return errorResult("ERROR", "ERROR: "+err.Error(), nil)
+		return failed(m.StatusTool, err)
 	}
 	res := report(m, handle, g.seen(g.view(in), c.principal), nil, "is")
 	sc := res.StructuredContent.(map[string]any)
@@ -309,7 +309,7 @@ func (g *Gate) reset(c *call) *mcp.CallToolResult {
 	defer h.Release()
 	in, err := h.Load(c.ctx)
 	if err != nil {
-		return errorResult("ERROR", "ERROR: "+err.Error(), nil)
+		return failed(m.ResetTool, err)
 	}
 	snap := in.Snapshot
 	before := g.seen(g.view(in), c.principal)

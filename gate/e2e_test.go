@@ -74,6 +74,13 @@ func serveHTTP(t testing.TB, extra map[string]string, opts gate.HTTPOptions) (ur
 // HTTP options.
 func serveOn(t testing.TB, st store.Store, extra map[string]string, opts gate.HTTPOptions) (url string, g *gate.Gate) {
 	t.Helper()
+	return serveGate(t, gate.Options{Store: st}, extra, opts)
+}
+
+// serveGate serves the bundled machines and the given ones with a gate's
+// options and HTTP options.
+func serveGate(t testing.TB, o gate.Options, extra map[string]string, opts gate.HTTPOptions) (url string, g *gate.Gate) {
+	t.Helper()
 	dir := t.TempDir()
 	for _, f := range []string{"invoice.json", "invoice.impl.ts", "payment.ts", "db-migration.mjs"} {
 		data, err := os.ReadFile(filepath.Join("..", "machines", f))
@@ -90,7 +97,8 @@ func serveOn(t testing.TB, st store.Store, extra map[string]string, opts gate.HT
 		}
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g = gate.New(gate.Options{Store: st, Logger: log})
+	o.Logger = log
+	g = gate.New(o)
 	lib := workflow.NewLibrary(workflow.LibraryOptions{Dir: dir, Loader: &xstate.Loader{Modules: &js.Host{}}, Logger: log, Serve: g.Reloaded})
 	if err := lib.Reload(context.Background()); err != nil {
 		t.Fatal(err)

@@ -22,8 +22,9 @@
 // resources; modern.go is
 // revision 2026-07-28; sessions.go, http.go and stdio.go the sessions and
 // transports, httpsessions.go the HTTP sessions' bound and which one a new
-// one may take the place of; mcpgo.go every workaround of what mcp-go
-// v1.2.1 lacks.
+// one may take the place of; replicas.go what several servers on one
+// shared store add (UNAVAILABLE, BUSY, routed session ids); mcpgo.go every
+// workaround of what mcp-go v1.2.1 lacks.
 //
 // It knows nothing of how instances are kept (package store's
 // interface), of machine files on disk (package workflow's Library hands
@@ -281,10 +282,15 @@ func (g *Gate) fileError(w *workflow.Workflow) string {
 }
 
 // changed is told of every change of a stored instance
-// (Instances.Subscribe): the sessions that see it are told when their
+// (Instances.Subscribe; another replica's too): the sessions that see it
+// are told when their list changed; after a Resync, every session whose
 // list changed.
 func (g *Gate) changed(ctx context.Context, c workflow.Change) {
 	g.resourceChanged(ctx, c)
+	if c.Resync {
+		g.refreshAfter(ctx, false)
+		return
+	}
 	if !c.Moved {
 		return
 	}

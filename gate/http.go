@@ -75,6 +75,13 @@ type HTTPOptions struct {
 	// (DefaultBodyTimeout when zero): a body trickled a byte at a time
 	// does not hold a connection open.
 	BodyTimeout time.Duration
+	// Route, when set, names this replica among several behind a proxy
+	// (serve --route): every session id it issues is "ROUTE." and 128
+	// random bits, so that the proxy sends a session's requests to the
+	// replica that holds it by the prefix of Mcp-Session-Id (RouteOf;
+	// docs/replicas.md). It must pass CheckRoute (one that does not is
+	// logged and left out).
+	Route string
 }
 
 // Defaults of HTTPOptions.
@@ -146,6 +153,13 @@ func (g *Gate) HTTPHandler(o HTTPOptions) *HTTPHandler {
 		h.hosts[normalHost(host)] = true
 	}
 	h.ids = newSessionIDs(o.MaxSessions, o.SessionRecent, time.Now, h.end)
+	if o.Route != "" {
+		if err := CheckRoute(o.Route); err != nil {
+			g.log.Error("HTTP: the route is left out of session ids", "err", err)
+		} else {
+			h.ids.prefix = o.Route + "."
+		}
+	}
 	h.listens = newListens(o.MaxSessions)
 	h.inner = server.NewStreamableHTTPServer(g.Server(),
 		server.WithSessionIdManagerResolver(h.ids),

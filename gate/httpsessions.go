@@ -91,6 +91,9 @@ type sessionIDs struct {
 	// evict ends a session through mcp-go (end), which then calls
 	// Terminate; it is called without mu.
 	evict func(id string)
+	// prefix begins every id issued: HTTPOptions.Route and a '.', or
+	// nothing.
+	prefix string
 
 	mu      sync.Mutex
 	live    map[string]*sessionUse

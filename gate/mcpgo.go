@@ -502,7 +502,7 @@ func (s *sessionIDs) ResolveSessionIdManager(r *http.Request) server.SessionIdMa
 // (the gate's initialize requests have a reservation, whose Generate
 // mcp-go calls instead; nothing else asks for a new id).
 func (s *sessionIDs) Generate() string {
-	id := newSessionID()
+	id := s.prefix + newSessionID()
 	s.issue(&reservation{ids: s, issued: true}, id) // counted, not reserved
 	return id
 }
@@ -531,7 +531,7 @@ func (s *sessionIDs) Terminate(id string) (isNotAllowed bool, err error) {
 
 // Generate issues the reserved session's id.
 func (r *reservation) Generate() string {
-	id := newSessionID()
+	id := r.ids.prefix + newSessionID()
 	r.ids.issue(r, id)
 	return id
 }

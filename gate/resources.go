@@ -514,15 +514,21 @@ func (g *Gate) unwatchResource(s *session, k store.Key) {
 func (g *Gate) resourceChanged(ctx context.Context, c workflow.Change) {
 	k := store.Key{Machine: c.Workflow, Handle: c.Handle}
 	g.sessMu.Lock()
-	ws := g.resWatchers[k]
-	if len(ws) == 0 {
-		g.sessMu.Unlock()
-		return
+	var sessions []*session
+	if c.Resync {
+		// Anything may have changed (another replica's changes were
+		// missed): every subscriber is told.
+		seen := map[*session]bool{}
+		for _, ws := range g.resWatchers {
+			maps.Copy(seen, ws)
+		}
+		sessions = slices.Collect(maps.Keys(seen))
+	} else {
+		sessions = slices.Collect(maps.Keys(g.resWatchers[k]))
 	}
-	sessions := slices.Collect(maps.Keys(ws))
 	g.sessMu.Unlock()
 	for _, s := range sessions {
-		for _, uri := range s.subscribed(func(r resURI) bool { return r.key() == k }) {
+		for _, uri := range s.subscribed(func(r resURI) bool { return c.Resync || r.key() == k }) {
 			g.tellUpdated(ctx, s, uri)
 		}
 	}

@@ -29,6 +29,9 @@ func saveFailed(tool string, snap *interp.Snapshot, err error) *mcp.CallToolResu
 		// Only an instance's first save is limited.
 		return errorResult("LIMIT", fmt.Sprintf("LIMIT: %s was not done: %v. No instance was created", tool, err), nil)
 	}
+	if res := retryable(tool, err); res != nil {
+		return res // nothing was written (replicas.go)
+	}
 	code, text := "ERROR", fmt.Sprintf("ERROR: %s was not done: the new state cannot be stored (%v); the instance keeps its state %s", tool, err, workflow.StateString(snap))
 	switch {
 	case errors.Is(err, store.ErrOutcomeUnknown):

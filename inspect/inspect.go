@@ -179,6 +179,10 @@ func New(o Options) *Handler {
 	h.tmpl = template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/*.html"))
 	h.hub = newHub(o.MaxStreams, o.MaxStreamsPerPeer)
 	h.unsub = append(h.unsub, o.Instances.Subscribe(func(_ context.Context, c workflow.Change) {
+		if c.Resync { // another replica's changes may have been missed: every page reads again
+			h.hub.publish(reload)
+			return
+		}
 		h.hub.publish(message{Kind: "instance", Workflow: c.Workflow, Handle: c.Handle})
 	}))
 	if o.Library != nil {

@@ -174,3 +174,22 @@ func (r *MemoryReplica) Live(ctx context.Context, now time.Time) ([]string, erro
 	slices.Sort(out)
 	return out, nil
 }
+
+// Waiting returns the keys of the instances with a call waiting for an
+// operator's approval (Record.Pending), in no order: what a runtime on a
+// Shared store lists the calls waiting by, rather than load every
+// instance.
+func (r *MemoryReplica) Waiting(ctx context.Context) ([]Key, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Key
+	for k, rec := range r.recs {
+		if rec.rec.Pending != nil {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}

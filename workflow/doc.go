@@ -4,7 +4,10 @@
 // per instance, Hold; each step under a deadline, stored with its audit
 // entry before anyone sees it; timers fired on a clock; intents of bound
 // calls; Subscribe for every change; the walls of each workflow: a cap on
-// its instances and a rate of their creations, ErrLimit); a Library keeps the workflows of a
+// its instances and a rate of their creations, ErrLimit; on a
+// store.Shared, replicas: every write checked against the store, the
+// change feed, timers claimed from the store, other replicas' intents
+// honoured, ErrBusy); a Library keeps the workflows of a
 // folder of machine files, reloaded on demand, and hands each reload to
 // whoever serves it.
 //

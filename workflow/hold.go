@@ -24,11 +24,25 @@ type Hold struct {
 	w      *Workflow
 	handle string
 	unlock func()
+	// cur, on a store.Shared, is the instance as the hold last checked
+	// it against the store or saved it (nil: to be checked).
+	cur *Instance
 }
 
 // Hold holds an instance until Release, waiting for the work that holds
-// it now to end, or for ctx to (its error then, and no hold).
+// it now to end, or for ctx to (its error then, and no hold). On a
+// store.Shared the hold checks the instance against the store (one round
+// trip: its record moves only when another replica changed it), and
+// waits, within the event deadline, while a call of another live
+// replica's bound tool holds it (an open intent): ErrBusy past that; a
+// store that cannot be reached is store.ErrUnavailable.
 func (x *Instances) Hold(ctx context.Context, w *Workflow, handle string) (*Hold, error) {
+	return x.hold(ctx, w, handle, true)
+}
+
+// hold is Hold; wait false answers ErrBusy at once for an instance
+// another live replica's call holds.
+func (x *Instances) hold(ctx context.Context, w *Workflow, handle string, wait bool) (*Hold, error) {
 	if err := CheckHandle(handle); err != nil {
 		return nil, err
 	}
@@ -36,7 +50,22 @@ func (x *Instances) Hold(ctx context.Context, w *Workflow, handle string) (*Hold
 	if err != nil {
 		return nil, err
 	}
-	return &Hold{x: x, w: w, handle: handle, unlock: unlock}, nil
+	h := &Hold{x: x, w: w, handle: handle, unlock: unlock}
+	if x.shared != nil {
+		if h.cur, err = x.validate(ctx, w, handle, wait); err != nil {
+			h.Release()
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// save stores the held instance (Instances.save), and keeps what it
+// stored as the hold's.
+func (h *Hold) save(ctx context.Context, in *Instance, snap *interp.Snapshot, timers []store.Timer, pending *store.Pending, audit *store.AuditEntry) (*Instance, error) {
+	saved, err := h.x.save(ctx, in, snap, timers, pending, audit)
+	h.cur = saved // nil on an error: checked again
+	return saved, err
 }
 
 // Release ends the hold.
@@ -47,9 +76,21 @@ func (h *Hold) Release() {
 	}
 }
 
-// Load returns the held instance (see Instances.Load).
+// Load returns the held instance (see Instances.Load; on a
+// store.Shared, as the hold checked it against the store, again after a
+// save of the hold's failed).
 func (h *Hold) Load(ctx context.Context) (*Instance, error) {
-	return h.x.Load(ctx, h.w, h.handle)
+	if h.x.shared == nil {
+		return h.x.Load(ctx, h.w, h.handle)
+	}
+	if h.cur == nil {
+		in, err := h.x.validate(ctx, h.w, h.handle, true)
+		if err != nil {
+			return nil, err
+		}
+		h.cur = in
+	}
+	return h.cur, nil
 }
 
 // Apply runs an event on the held instance: the instance is loaded (again
@@ -58,10 +99,13 @@ func (h *Hold) Load(ctx context.Context) (*Instance, error) {
 // step must not fail (ErrFailed), and the new snapshot is stored with the
 // audit entry (the instances fill in its time, machine, handle, states
 // and version), again from the top when another writer stored the
-// instance meanwhile. It returns the stored instance and the events the
-// machine emitted; a save that fails is a *SaveError.
+// instance meanwhile (at most maxSaveRetries times; on a store.Shared,
+// where other replicas write too, until the event deadline). It returns
+// the stored instance and the events the machine emitted; a save that
+// fails is a *SaveError.
 func (h *Hold) Apply(ctx context.Context, ev interp.Event, entry store.AuditEntry, check func(*Instance) error) (*Instance, []map[string]any, error) {
 	x := h.x
+	retry := x.shared.retries(x.timeout)
 	for attempt := 0; ; attempt++ {
 		in, err := h.Load(ctx)
 		if err != nil {
@@ -98,8 +142,8 @@ func (h *Hold) Apply(ctx context.Context, ev interp.Event, entry store.AuditEntr
 		if !approving(ctx, "") {
 			pending = in.Pending
 		}
-		saved, err := x.save(ctx, in, out.snap, out.timers, pending, &e)
-		if errors.Is(err, store.ErrConflict) && attempt < maxSaveRetries {
+		saved, err := h.save(ctx, in, out.snap, out.timers, pending, &e)
+		if errors.Is(err, store.ErrConflict) && retry(ctx, attempt) {
 			continue
 		}
 		if err != nil {
@@ -119,7 +163,7 @@ func (h *Hold) Save(ctx context.Context, entry store.AuditEntry) (*Instance, err
 	if err != nil {
 		return nil, err
 	}
-	return h.x.save(ctx, in, in.Snapshot, in.Timers, in.Pending, &entry)
+	return h.save(ctx, in, in.Snapshot, in.Timers, in.Pending, &entry)
 }
 
 // Restart stores the held instance afresh, in the machine's initial state
@@ -141,7 +185,7 @@ func (h *Hold) Restart(ctx context.Context, entry store.AuditEntry) (*Instance, 
 	if err != nil {
 		return nil, err
 	}
-	return h.x.save(ctx, in, snap, timers, nil, &entry)
+	return h.save(ctx, in, snap, timers, nil, &entry)
 }
 
 // Start starts the held instance with an input (XState's
@@ -199,7 +243,7 @@ func (h *Hold) Pend(ctx context.Context, p store.Pending, entry store.AuditEntry
 	}
 	p.ID = rand.Text()[:16]
 	p.Time = h.x.clock.Now()
-	return h.x.save(ctx, in, in.Snapshot, in.Timers, &p, &entry)
+	return h.save(ctx, in, in.Snapshot, in.Timers, &p, &entry)
 }
 
 // ErrNoPending is returned by Approve and Decline when the instance has
@@ -248,7 +292,7 @@ func (h *Hold) Decline(ctx context.Context, id string, by store.Principal, comme
 	if comment != "" {
 		note += ": " + comment
 	}
-	return h.x.save(ctx, in, in.Snapshot, in.Timers, nil, &store.AuditEntry{Tool: p.Tool, Principal: &by, Note: note,
+	return h.save(ctx, in, in.Snapshot, in.Timers, nil, &store.AuditEntry{Tool: p.Tool, Principal: &by, Note: note,
 		Confirmed: &store.Confirmation{By: by, Via: "operator", Comment: comment}})
 }
 

@@ -134,3 +134,46 @@ func TestCheckWarnsOfAnUndeclaredInput(t *testing.T) {
 		}
 	}
 }
+
+// TestInputAcrossReplicas: an instance started with its input on one
+// replica is seen started on another, which resets it afresh with the
+// same input; a second start on the other replica is refused.
+func TestInputAcrossReplicas(t *testing.T) {
+	w, err := greeterWorkflow(t, greeter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := store.NewMemory()
+	ctx := context.Background()
+	a, _ := replica(t, mem, "a", workflow.InstancesOptions{}, w)
+	b, _ := replica(t, mem, "b", workflow.InstancesOptions{}, w)
+	if in, err := b.Load(ctx, w, "g1"); err != nil || !in.NotStarted {
+		t.Fatalf("b before the start: %+v %v", in, err)
+	}
+	h, err := a.Hold(ctx, w, "g1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Start(ctx, map[string]any{"who": "Ada"}, store.AuditEntry{Tool: "greeter_start"}); err != nil {
+		t.Fatal(err)
+	}
+	h.Release()
+	hb, err := b.Hold(ctx, w, "g1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hb.Start(ctx, map[string]any{"who": "Bob"}, store.AuditEntry{Tool: "greeter_start"}); !errors.Is(err, workflow.ErrStarted) {
+		t.Errorf("a second start on b: %v", err)
+	}
+	hb.Release()
+	if _, err := b.Send(ctx, "greeter", "g1", interp.Event{Type: "GREET"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Reset(ctx, "greeter", "g1", ""); err != nil {
+		t.Fatal(err)
+	}
+	in, err := a.Current(ctx, w, "g1")
+	if err != nil || in.NotStarted || in.Snapshot.Context.(map[string]any)["who"] != "Ada" || workflow.StateString(in.Snapshot) != "ready" {
+		t.Errorf("a after b's reset: %+v %v", in, err)
+	}
+}

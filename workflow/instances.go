@@ -46,8 +46,13 @@ type Instances struct {
 
 	sched *scheduler
 
-	// run names this process in the intents it writes (store.Intent.Run).
+	// run names this process in the intents it writes (store.Intent.Run):
+	// the store's run on a store.Shared.
 	run string
+
+	// shared is what the instances keep on a store.Shared (replicas:
+	// shared.go); nil on a store this process is the only writer of.
+	shared *replicas
 
 	// watchers are told of every change of a stored instance (Subscribe).
 	watchers listeners[Change]
@@ -125,8 +130,12 @@ type Approval struct {
 }
 
 // Approvals returns the calls that wait for an operator's approval,
-// oldest first (the stored instances are read once, the first time).
+// oldest first (the stored instances are read once, the first time; on a
+// store.Shared, the store lists the instances waiting each time).
 func (x *Instances) Approvals(ctx context.Context) ([]Approval, error) {
+	if x.shared != nil {
+		return x.sharedApprovals(ctx)
+	}
 	if err := x.loadStored(ctx); err != nil {
 		return nil, err
 	}
@@ -168,6 +177,11 @@ type InstancesOptions struct {
 	// StartBurst is the bucket's size (ten seconds of StartRate, at
 	// least 1, when zero).
 	StartBurst int
+	// TimerGrace, on a store.Shared (replicas), is how long past a
+	// timer's due time the other replicas leave it to the replica that
+	// armed it, which fires it on time; past it, any replica fires it
+	// (its armer died). DefaultTimerGrace when zero.
+	TimerGrace time.Duration
 }
 
 // The defaults of InstancesOptions' walls: far more than the bundled
@@ -219,6 +233,9 @@ func NewInstances(o InstancesOptions) *Instances {
 	}
 	x.creating, x.limiters = map[string]int{}, map[string]*rate.Limiter{}
 	x.workflows.Store(&map[string]*Workflow{})
+	if sh, ok := x.store.(store.Shared); ok {
+		x.share(sh, o)
+	}
 	return x
 }
 
@@ -357,36 +374,50 @@ const maxCached = 1 << 14
 
 // Load returns an instance: from the cache, else restored from the store,
 // else as it starts (its entry actions run), which is not stored. The
-// cache is authoritative: this process is the only writer of its store.
+// cache is authoritative when this process is the only writer of its
+// store; on a store.Shared, the change feed keeps it (see shared.go), and
+// every write path checks it against the store first (Hold).
 func (x *Instances) Load(ctx context.Context, w *Workflow, handle string) (*Instance, error) {
 	key := instanceKey(w, handle)
+	if in := x.cached(key, w); in != nil {
+		return in, nil
+	}
+	gen := x.shared.gen(key)
+	rec, version, err := x.store.Load(ctx, key)
+	in, err := x.instance(ctx, w, handle, rec, version, err)
+	if err != nil {
+		return nil, err
+	}
+	x.rememberAt(key, in, gen)
+	return in, nil
+}
+
+// cached returns an instance of w from the cache, nil when none.
+func (x *Instances) cached(key store.Key, w *Workflow) *Instance {
 	x.cacheMu.Lock()
 	in := x.cache[key]
 	x.cacheMu.Unlock()
 	if in != nil && in.Workflow == w {
-		return in, nil
+		return in
 	}
-	rec, version, err := x.store.Load(ctx, key)
+	return nil
+}
+
+// instance makes the instance of what the store returned for it (err:
+// the load's error): restored, or as it starts when it was never stored
+// (store.ErrNotFound) or was reset.
+func (x *Instances) instance(ctx context.Context, w *Workflow, handle string, rec store.Record, version uint64, err error) (*Instance, error) {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		if in, err = x.unstarted(ctx, w, handle, 0, nil); err != nil {
-			return nil, err
-		}
+		return x.unstarted(ctx, w, handle, 0, nil)
 	case err == nil && rec.IsReset():
 		// Reset by an operator: it starts afresh (with the input it had),
 		// and its version goes on from the reset's.
-		if in, err = x.unstarted(ctx, w, handle, version, rec.Input); err != nil {
-			return nil, err
-		}
+		return x.unstarted(ctx, w, handle, version, rec.Input)
 	case err != nil:
 		return nil, err
-	default:
-		if in, err = x.restore(w, handle, rec, version); err != nil {
-			return nil, err
-		}
 	}
-	x.remember(key, in)
-	return in, nil
+	return x.restore(w, handle, rec, version)
 }
 
 // unstarted is an instance with no snapshot stored (none yet, or reset)
@@ -493,14 +524,22 @@ func (x *Instances) save(ctx context.Context, in *Instance, snap *interp.Snapsho
 		}
 		defer release()
 	}
+	if audit != nil && audit.Intent != nil {
+		// Other replicas take an intent of a run they know alive for a
+		// call under way: this one is, before its intent is seen.
+		if err := x.shared.alive(ctx, x.clock.Now()); err != nil {
+			return nil, err
+		}
+	}
+	gen := x.shared.gen(key)
 	v, err := x.store.Save(ctx, key, rec, in.Version)
 	if err != nil {
 		x.forget(key) // reload from the store next time
 		return nil, err
 	}
 	next := &Instance{Workflow: in.Workflow, Handle: in.Handle, Snapshot: snap, Version: v, Timers: timers, Pending: pending, Input: in.Input}
-	x.remember(key, next)
-	x.sched.set(key, timers)
+	x.rememberAt(key, next, gen)
+	x.setTimers(key, timers)
 	x.setPending(key, pending)
 	x.watchers.tell(context.WithoutCancel(ctx), Change{Workflow: in.Workflow.ID, Handle: in.Handle, Version: v, Moved: snap != in.Snapshot || pending != in.Pending})
 	return next, nil
@@ -850,7 +889,8 @@ const intentWindow = 200
 // InDoubt returns an instance's intents in doubt, oldest first: calls of
 // bound tools (to an upstream server, to a Go function) that began and
 // that nothing settled, made by an earlier run of the server (those of
-// this process may be calls under way). Their side effect may have
+// this process may be calls under way; on a store.Shared, those of any
+// replica alive, store.Shared.Live). Their side effect may have
 // happened, and the machine did not move.
 func (x *Instances) InDoubt(ctx context.Context, workflow, handle string) ([]store.AuditEntry, error) {
 	w := x.Workflow(workflow)
@@ -863,7 +903,7 @@ func (x *Instances) InDoubt(ctx context.Context, workflow, handle string) ([]sto
 	}
 	var out []store.AuditEntry
 	for _, e := range store.Unsettled(trail) {
-		if e.Intent.Run != x.run {
+		if e.Intent.Run != x.run && !x.shared.isLive(ctx, e.Intent.Run, x.clock.Now()) {
 			out = append(out, e)
 		}
 	}
@@ -906,7 +946,7 @@ func (x *Instances) Reset(ctx context.Context, workflow, handle, note string) er
 	if err != nil {
 		return err
 	}
-	x.sched.set(key, nil)
+	x.setTimers(key, nil)
 	x.setPending(key, nil)
 	x.watchers.tell(context.WithoutCancel(ctx), Change{Workflow: w.ID, Handle: handle, Version: v, Moved: true})
 	return nil
@@ -920,13 +960,20 @@ type Change struct {
 	// Moved is set when its snapshot or its waiting call changed (a
 	// transition, a timer, a reset, a call put to or settled by an
 	// operator); an intent or its settling that made no transition
-	// leaves it unset.
+	// leaves it unset. A change another replica made (on a store.Shared)
+	// is told Moved: only its version is known here.
 	Moved bool
+	// Resync, when set, says only that changes made by other replicas
+	// may have been missed (the store's change feed was cut): the other
+	// fields are empty, and whatever the subscriber shows of any instance
+	// should be read again.
+	Resync bool
 }
 
 // Subscribe calls f after every change of a stored instance (a call, a
-// timer, a Send, an intent and its settling, a reset), once the change
-// is in the store, with the context of the work that made it (its
+// timer, a Send, an intent and its settling, a reset; on a store.Shared,
+// those of other replicas too, as the change feed tells them, and Resync
+// when it may have missed some), once the change is in the store, with the context of the work that made it (its
 // values, not its cancellation). f runs while the instance is held: it
 // must return quickly, and must not hold the instance itself (Hold,
 // Send, Reset); loading instances (Load) is fine. The returned function

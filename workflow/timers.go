@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"strings"
 	"sync"
@@ -93,8 +94,13 @@ func (s *scheduler) next() (store.Key, store.Timer, bool) {
 
 // RunTimers loads the pending timers of every stored instance and fires
 // timers as they fall due on the instances' clock, until ctx ends.
-// Overdue timers fire at once.
+// Overdue timers fire at once. On a store.Shared it loads nothing: it
+// claims the instances whose timers are due from the store, with the
+// other replicas, and keeps this replica's run alive (shared.go).
 func (x *Instances) RunTimers(ctx context.Context) error {
+	if x.shared != nil {
+		return x.runSharedTimers(ctx)
+	}
 	if err := x.loadStored(ctx); err != nil {
 		return err
 	}
@@ -173,11 +179,20 @@ func (x *Instances) fireTimer(ctx context.Context, k store.Key, t store.Timer) {
 		return
 	}
 	defer h.Release()
+	x.fireHeld(ctx, h, t)
+}
+
+// fireHeld fires a timer of a held instance, if it is still one of its
+// timers, due when it was (else the timer was cancelled or moved, and the
+// scheduler is told the instance's timers); it reports whether it fired
+// it and stored the result.
+func (x *Instances) fireHeld(ctx context.Context, h *Hold, t store.Timer) bool {
+	w, k := h.w, instanceKey(h.w, h.handle)
 	in, err := h.Load(ctx)
 	if err != nil {
 		x.log.Error("timer: cannot load instance", "machine", w.ID, "handle", k.Handle, "err", err)
-		x.sched.drop(k, t)
-		return
+		x.dropTimer(k, t)
+		return false
 	}
 	var current *store.Timer
 	for i := range in.Timers {
@@ -186,9 +201,9 @@ func (x *Instances) fireTimer(ctx context.Context, k store.Key, t store.Timer) {
 		}
 	}
 	if current == nil || !current.Due.Equal(t.Due) {
-		x.sched.drop(k, t) // cancelled or moved meanwhile
-		x.sched.set(k, in.Timers)
-		return
+		x.dropTimer(k, t) // cancelled or moved meanwhile
+		x.setTimers(k, in.Timers)
+		return false
 	}
 	ev, _ := interp.EventFromObject(current.Event)
 	sys := SystemPrincipal()
@@ -205,10 +220,15 @@ func (x *Instances) fireTimer(ctx context.Context, k store.Key, t store.Timer) {
 		x.log.Error("timer: the machine failed; the instance keeps its state", "machine", w.ID, "handle", k.Handle, "event", ev.Type, "err", out.snap.Err())
 		out = stepOutcome{snap: in.Snapshot, timers: withoutTimer(in.Timers, *current)}
 	}
-	if _, err := x.save(ctx, in, out.snap, out.timers, in.Pending, &store.AuditEntry{Tool: TimerTool, Event: ev.Object(), Principal: &sys}); err != nil {
+	if _, err := h.save(ctx, in, out.snap, out.timers, in.Pending, &store.AuditEntry{Tool: TimerTool, Event: ev.Object(), Principal: &sys}); err != nil {
+		if x.shared != nil && errors.Is(err, store.ErrConflict) {
+			// Another replica moved it first (fired it, or an event):
+			// its next claim tells.
+			return false
+		}
 		x.log.Error("timer: cannot store instance", "machine", w.ID, "handle", k.Handle, "err", err)
-		x.sched.drop(k, t)
-		return
+		x.dropTimer(k, t)
+		return false
 	}
 	attrs := []any{"machine", w.ID, "handle", k.Handle, "event", ev.Type}
 	if len(t.Path) > 0 {
@@ -218,6 +238,7 @@ func (x *Instances) fireTimer(ctx context.Context, k store.Key, t store.Timer) {
 		attrs = append(attrs, "to", t.To)
 	}
 	x.log.Info("timer fired", attrs...)
+	return true
 }
 
 func withoutTimer(ts []store.Timer, gone store.Timer) []store.Timer {

@@ -23,13 +23,17 @@ type graphCmd struct {
 	Format string `enum:"svg,dot,mermaid" default:"svg" help:"svg (laid out by Graphviz), dot (Graphviz's text) or mermaid (stateDiagram-v2, for Markdown)."`
 	Output string `short:"o" placeholder:"FILE" help:"Write the drawing to FILE rather than to stdout."`
 	Data   string `placeholder:"DIR" help:"The store's folder (read only, as state show reads it), for --handle."`
-	Handle string `placeholder:"H" help:"Draw this instance of the machine: its active states highlighted, its context beside (needs --data)."`
+	Store  string `placeholder:"URL" help:"The PostgreSQL database of the store (as serve --store names it), for --handle, in place of --data."`
+	Handle string `placeholder:"H" help:"Draw this instance of the machine: its active states highlighted, its context beside (needs --data or --store)."`
 	Title  string `help:"A title over the drawing (default: none, or the instance's handle)."`
 }
 
 func (c *graphCmd) Run(stdout io.Writer) error {
-	if (c.Data == "") != (c.Handle == "") {
-		return errors.New("--data and --handle go together: the store's folder and the instance's handle")
+	if c.Data != "" && c.Store != "" {
+		return errors.New("--data and --store name two stores: give one")
+	}
+	if (c.Data == "" && c.Store == "") != (c.Handle == "") {
+		return errors.New("--handle goes with --data or --store: the instance's handle, and the store's folder or database")
 	}
 	loader := &xstate.Loader{Modules: &js.Host{}}
 	m, id, tools := (*interp.Machine)(nil), "", map[string]string{}
@@ -79,14 +83,18 @@ func (c *graphCmd) Run(stdout io.Writer) error {
 // instance sets the options to draw the stored instance: its active
 // states and its context.
 func (c *graphCmd) instance(m *interp.Machine, id string, o *graph.Options) error {
-	st, err := openStore(c.Data, false)
+	st, err := openFor(c.Data, c.Store, false)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	rec, _, err := st.Load(context.Background(), store.Key{Machine: id, Handle: c.Handle})
 	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("no instance %q of machine %s in %s", c.Handle, id, c.Data)
+		where := c.Data
+		if c.Store != "" {
+			where = "the --store database"
+		}
+		return fmt.Errorf("no instance %q of machine %s in %s", c.Handle, id, where)
 	}
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", id, c.Handle, err)

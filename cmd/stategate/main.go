@@ -33,8 +33,8 @@ type cli struct {
 	Init  initCmd  `cmd:"" help:"Start a machines folder: one commented machine, and the config that makes an MCP client start the server."`
 	Serve serveCmd `cmd:"" help:"Serve the machines of a folder as an MCP server whose tools follow each workflow's state."`
 	Check checkCmd `cmd:"" help:"Validate machine files; exit status 1 when any fails."`
-	Graph graphCmd `cmd:"" help:"Draw a machine file as SVG, DOT or Mermaid; with --data and --handle, an instance's active states and context."`
-	State stateCmd `cmd:"" help:"Inspect or reset the stored instances (when no server holds the store)."`
+	Graph graphCmd `cmd:"" help:"Draw a machine file as SVG, DOT or Mermaid; with --handle (and --data or --store), an instance's active states and context."`
+	State stateCmd `cmd:"" help:"Inspect or reset the stored instances (when no server holds the --data folder; with --store, while servers run)."`
 	Trace traceCmd `cmd:"" help:"Run a conformance case and print its trace (the format of the conformance README)."`
 	Bench benchCmd `cmd:"" help:"Time conformance cases as scripts/bench-xstate.sh times XState; one JSON line per case."`
 
@@ -159,7 +159,7 @@ func main() {
 	parser, err := kong.New(&c,
 		kong.Name("stategate"),
 		kong.Description("Runs XState v5 machines as the gate of an MCP server."),
-		kong.Vars{"version": "stategate " + version + " (XState " + xstate.Version + ")"},
+		kong.Vars{"version": "stategate " + version + " (XState " + xstate.Version + ")", "storeHelp": storeHelp},
 		kong.BindTo(io.Writer(os.Stdout), (*io.Writer)(nil)),
 	)
 	if err != nil {

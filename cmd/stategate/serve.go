@@ -37,6 +37,8 @@ import (
 type serveCmd struct {
 	Machines  string        `default:"machines" help:"Folder of machine files to serve (subfolders too)."`
 	Data      string        `default:".stategate" help:"Folder of the store."`
+	Store     string        `placeholder:"URL" env:"STATEGATE_STORE" help:"${storeHelp}"`
+	Route     string        `placeholder:"NAME" help:"Name of this replica among several behind a proxy: the HTTP session ids it issues begin with NAME and a dot, for the proxy to route a session by (docs/replicas.md)."`
 	HTTP      string        `name:"http" placeholder:"ADDR" help:"Serve Streamable HTTP at ADDR/mcp (bound to 127.0.0.1 unless ADDR names a host) instead of stdio."`
 	Inspect   string        `name:"inspect" placeholder:"ADDR" help:"Beside stdio, serve the inspector's pages at ADDR/inspect (bound to 127.0.0.1 unless ADDR names a host), behind the checks of --http (--allow-host, --token-file, --auth-issuer), to watch a desktop client's workflows live; that port serves no /mcp. (With --http they are on its port.)"`
 	AllowHost []string      `name:"allow-host" placeholder:"NAME" help:"A host name (or address) HTTP clients may reach the server by, besides loopback names and the addresses it listens on (repeatable)."`
@@ -89,6 +91,11 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 	if c.Memory && c.NoSync {
 		return errors.New("--memory and --no-sync cannot be combined (--memory writes nothing to sync)")
 	}
+	if c.Route != "" {
+		if err := gate.CheckRoute(c.Route); err != nil {
+			return fmt.Errorf("--route: %w", err)
+		}
+	}
 	if info, err := os.Stat(c.Machines); err != nil || !info.IsDir() {
 		return fmt.Errorf("--machines %s: not a folder", c.Machines)
 	}
@@ -126,7 +133,7 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 		if err := st.Close(); err != nil {
 			log.Error("closing the store", "err", err)
 		}
-		if b, ok := st.(*badger.Store); ok {
+		if b, ok := st.(interface{ Stats() (uint64, uint64) }); ok {
 			saves, commits := b.Stats()
 			log.Info("store closed", "saves", saves, "commits", commits)
 		}
@@ -229,7 +236,7 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 		}
 		return g.ServeStdio(gate.WithPrincipal(ctx, pr.stdio), os.Stdin, stdout)
 	}
-	hopts := gate.HTTPOptions{Hosts: append(gate.ListenHosts(ln.Addr()), c.AllowHost...), MaxSessions: c.Sessions, Token: token}
+	hopts := gate.HTTPOptions{Hosts: append(gate.ListenHosts(ln.Addr()), c.AllowHost...), MaxSessions: c.Sessions, Token: token, Route: c.Route}
 	pr.httpOptions(&hopts, c)
 	if !loopback(ln.Addr()) && token == "" && pr.verifier == nil {
 		log.Warn("serving HTTP on a non-loopback address without authentication: anyone who can reach it can drive every workflow (give --token-file)", "addr", ln.Addr().String())
@@ -320,6 +327,9 @@ func loadUpstreams(flag string) (string, *upstream.Config, error) {
 // openStore opens the store the flags ask for, and says where it is for
 // the log.
 func (c *serveCmd) openStore(log *slog.Logger) (store.Store, string, error) {
+	if c.Store != "" {
+		return c.openServeStore(log) // shared.go
+	}
 	if c.Memory {
 		m := store.NewMemory()
 		if c.AuditKeep > 0 {

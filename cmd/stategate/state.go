@@ -16,6 +16,7 @@ import (
 
 type stateCmd struct {
 	Data    string          `default:".stategate" help:"Folder of the store."`
+	Store   string          `placeholder:"URL" env:"STATEGATE_STORE" help:"${storeHelp}"`
 	List    stateListCmd    `cmd:"" help:"List the stored instances (reads the store, changes nothing)."`
 	Show    stateShowCmd    `cmd:"" help:"Show an instance's stored snapshot and timers (changes nothing)."`
 	History stateHistoryCmd `cmd:"" help:"Show an instance's audit trail (changes nothing)."`
@@ -33,7 +34,7 @@ func openStore(dir string, write bool) (*badger.Store, error) {
 type stateListCmd struct{}
 
 func (c *stateListCmd) Run(parent *stateCmd, stdout io.Writer) error {
-	st, err := openStore(parent.Data, false)
+	st, err := openFor(parent.Data, parent.Store, false)
 	if err != nil {
 		return err
 	}
@@ -74,7 +75,7 @@ type stateShowCmd struct {
 }
 
 func (c *stateShowCmd) Run(parent *stateCmd, stdout io.Writer) error {
-	st, err := openStore(parent.Data, false)
+	st, err := openFor(parent.Data, parent.Store, false)
 	if err != nil {
 		return err
 	}
@@ -89,12 +90,15 @@ func (c *stateShowCmd) Run(parent *stateCmd, stdout io.Writer) error {
 		out["reset"] = "the instance was reset: it starts afresh when next used"
 	}
 	// Calls of bound tools that began and never ended: with the server
-	// stopped, each is in doubt (with it running, one may be under way).
+	// stopped, each is in doubt (with it running, one may be under way;
+	// on a shared store, those of servers alive are).
 	trail, err := st.Audit(context.Background(), store.Key{Machine: c.Machine, Handle: c.Handle}, 200)
 	if err != nil {
 		return err
 	}
-	if doubt := store.Unsettled(trail); len(doubt) > 0 {
+	live := liveRuns(context.Background(), st)
+	doubt := slices.DeleteFunc(store.Unsettled(trail), func(e store.AuditEntry) bool { return live[e.Intent.Run] })
+	if len(doubt) > 0 {
 		list := make([]map[string]any, len(doubt))
 		for i, e := range doubt {
 			list[i] = map[string]any{"tool": e.Tool, "arguments": e.Intent.Arguments, "event": e.Intent.Event, "time": e.Time, "version": e.Version}
@@ -111,7 +115,7 @@ type stateHistoryCmd struct {
 }
 
 func (c *stateHistoryCmd) Run(parent *stateCmd, stdout io.Writer) error {
-	st, err := openStore(parent.Data, false)
+	st, err := openFor(parent.Data, parent.Store, false)
 	if err != nil {
 		return err
 	}
@@ -155,7 +159,7 @@ type stateResetCmd struct {
 }
 
 func (c *stateResetCmd) Run(parent *stateCmd, stdout io.Writer) error {
-	st, err := openStore(parent.Data, true)
+	st, err := openFor(parent.Data, parent.Store, true)
 	if err != nil {
 		return err
 	}

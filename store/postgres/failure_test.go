@@ -51,7 +51,9 @@ func await[T any](t *testing.T, ch chan T, what string) T {
 // is acknowledged, and its change told), never committed (ErrUnavailable,
 // nothing written), still in progress on a backend that did not notice
 // (ended, then as never committed), or not to be told while the database
-// is down (ErrOutcomeUnknown).
+// is down (ErrOutcomeUnknown); once the server restarted, by a save's
+// audit entry: committed before the crash, or not, its transaction's id
+// given again to another that committed.
 func TestLostCommit(t *testing.T) {
 	cluster := pg.Cluster(t)
 	lost := fmt.Errorf("test: the answer was lost: %w", io.ErrUnexpectedEOF)
@@ -81,6 +83,47 @@ func TestLostCommit(t *testing.T) {
 		}, store.ErrUnavailable, false},
 		{"in progress", 0, func(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch) error {
 			held = append(held, conn.Hijack()) // its transaction stays open, its locks held
+			return lost
+		}, store.ErrUnavailable, false},
+		{"committed, then the server crashed", 0, func(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch) error {
+			if err := conn.SendBatch(ctx, b).Close(); err != nil {
+				return err
+			}
+			if err := cluster.Kill(); err != nil {
+				return err
+			}
+			if err := cluster.Start(); err != nil {
+				return err
+			}
+			return lost
+		}, nil, true},
+		{"crashed before its commit, its transaction id given again", 0, func(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch) error {
+			// The server crashes with the batch's records in its WAL
+			// buffers (not on disk): the id of its transaction is
+			// given again after the restart, to one that commits.
+			var xid uint64
+			if err := conn.QueryRow(ctx, "SELECT pg_current_xact_id()::text::bigint").Scan(&xid); err != nil {
+				return err
+			}
+			if err := cluster.Kill(); err != nil {
+				return err
+			}
+			if err := cluster.Start(); err != nil {
+				return err
+			}
+			c, err := pgx.Connect(ctx, testDB(t))
+			if err != nil {
+				return err
+			}
+			defer c.Close(ctx)
+			for got := uint64(0); got < xid; {
+				if err := c.QueryRow(ctx, "SELECT pg_current_xact_id()::text::bigint").Scan(&got); err != nil {
+					return err
+				}
+				if got == xid {
+					t.Logf("the transaction id %d was given again", xid)
+				}
+			}
 			return lost
 		}, store.ErrUnavailable, false},
 		{"database down", 2 * time.Second, func(ctx context.Context, conn *pgxpool.Conn, b *pgx.Batch) error {

@@ -7,8 +7,10 @@
 // batches never deadlock, and one NOTIFY per batch), the change feed
 // (LISTEN on a connection of its own, reconnected with backoff, then
 // Resync), the resolution of a commit whose answer was lost with its
-// connection (by the batch's transaction id: store.ErrOutcomeUnknown only
-// when the database cannot tell), timers' due times and their claims
+// connection (by the batch's transaction id, or once the database
+// restarted by a save's audit entry: store.ErrOutcomeUnknown only when
+// the database cannot tell), the instances waiting for an approval
+// (Waiting), timers' due times and their claims
 // (FOR UPDATE SKIP LOCKED, with leases), open intents, runs' heartbeats,
 // the schema's creation and upgrades under an advisory lock (a schema
 // newer than it knows refused, ErrNewerSchema), and a database that cannot
@@ -71,15 +73,23 @@ type Options struct {
 	// replica's commits take in turn; 2 measured no faster on one local
 	// database).
 	Committers int
-	// Timeout bounds a batch's round trips and the resolution of a
-	// commit whose answer was lost (30 s when zero).
+	// Timeout bounds a batch's round trips (30 s when zero), and the
+	// resolution of a commit whose answer was lost (5 s when longer: the
+	// saves are then store.ErrOutcomeUnknown).
 	Timeout time.Duration
 	// ListenURL, when set, is the URL of the change feed's connection
 	// (LISTEN needs a session of its own: not through a pooler in
 	// transaction mode).
 	ListenURL string
+	// MustExist refuses (ErrNoStore) a database with no store in the
+	// schema, rather than making one: for commands that read a store.
+	MustExist bool
 	Logger    *slog.Logger
 }
+
+// ErrNoStore is returned by Open with MustExist for a database with no
+// store in the schema.
+var ErrNoStore = errors.New("no stategate store in this database")
 
 // ErrNewerSchema is returned by Open for a schema upgraded by a later
 // stategate than this one.
@@ -101,6 +111,7 @@ type Store struct {
 	host      string
 	retention int64
 	timeout   time.Duration
+	mustExist bool
 
 	// The queue of saves, and its committers.
 	mu        sync.Mutex
@@ -169,7 +180,7 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 	}
 	s := &Store{
 		log: log, q: newQueries(schema), run: o.Run, retention: int64(o.AuditRetention),
-		timeout: o.Timeout, listenCfg: listenCfg, claimed: map[store.Key]time.Time{},
+		timeout: o.Timeout, listenCfg: listenCfg, claimed: map[store.Key]time.Time{}, mustExist: o.MustExist,
 	}
 	s.wake = sync.NewCond(&s.mu)
 	if s.run == "" {
@@ -329,6 +340,27 @@ func (s *Store) List(ctx context.Context) ([]store.Key, error) {
 	err := s.read(ctx, func(ctx context.Context) error {
 		out = out[:0]
 		rows, err := s.pool.Query(ctx, s.q.list)
+		if err != nil {
+			return err
+		}
+		var m, h []byte
+		_, err = pgx.ForEachRow(rows, []any{&m, &h}, func() error {
+			out = append(out, store.Key{Machine: string(m), Handle: string(h)})
+			return nil
+		})
+		return err
+	})
+	return out, err
+}
+
+// Waiting returns the keys of the instances with a call waiting for an
+// operator's approval (store.Record.Pending), in no order: an index of
+// them, kept by every save, is read, not the records.
+func (s *Store) Waiting(ctx context.Context) ([]store.Key, error) {
+	var out []store.Key
+	err := s.read(ctx, func(ctx context.Context) error {
+		out = out[:0]
+		rows, err := s.pool.Query(ctx, s.q.waiting)
 		if err != nil {
 			return err
 		}

@@ -40,6 +40,7 @@ type saveReq struct {
 	opens     bool
 	intentRun []byte
 	settles   uint64
+	waiting   bool // a call waits for an operator's approval (Record.Pending)
 	size      int
 
 	taken bool // by a committer (under Store.mu)
@@ -72,7 +73,7 @@ func (s *Store) Save(ctx context.Context, k store.Key, rec store.Record, version
 	if rec.Updated.IsZero() {
 		rec.Updated = time.Now()
 	}
-	r := &saveReq{k: k, version: version, updated: rec.Updated}
+	r := &saveReq{k: k, version: version, updated: rec.Updated, waiting: rec.Pending != nil}
 	var err error
 	if r.record, err = store.AppendRecord(nil, rec); err != nil {
 		return 0, err
@@ -251,17 +252,17 @@ func (s *Store) tryBatch(ctx context.Context, batch []*saveReq, results map[*sav
 	defer conn.Release() // a connection left in a transaction is closed, not kept
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue("SELECT pg_current_xact_id()::text")
+	b.Queue("SELECT pg_current_xact_id()::text, pg_postmaster_start_time()::text")
 	for _, r := range batch {
 		s.queueSave(b, r)
 	}
 	br := conn.SendBatch(ctx, b)
-	var xid string
+	var xid, started string
 	outs := make([]outcome, len(batch))
 	failed, ferr := -1, error(nil)
 	if _, err := br.Exec(); err != nil {
 		failed, ferr = len(batch), err
-	} else if err := br.QueryRow().Scan(&xid); err != nil {
+	} else if err := br.QueryRow().Scan(&xid, &started); err != nil {
 		failed, ferr = len(batch), err
 	}
 	for i, r := range batch {
@@ -315,8 +316,8 @@ func (s *Store) tryBatch(ctx context.Context, batch []*saveReq, results map[*sav
 		err = fmt.Errorf("store: the commit failed: %w", err)
 	default:
 		// The answer was lost: the transaction's fate tells.
-		rctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-		committed, err = s.resolve(rctx, xid, err)
+		rctx, cancel := context.WithTimeout(context.Background(), min(s.timeout, lostCommitWait))
+		committed, err = s.resolve(rctx, lostCommit{xid: xid, started: started, witness: witnessOf(batch, outs)}, err)
 		cancel()
 	}
 	for i, r := range batch {
@@ -348,7 +349,7 @@ func (s *Store) queueSave(b *pgx.Batch, r *saveReq) {
 			one := int64(1)
 			iv, irun = &one, r.intentRun
 		}
-		b.Queue(s.q.create, m, h, r.record, r.updated, r.nextDue, s.run, iv, irun, r.audit)
+		b.Queue(s.q.create, m, h, r.record, r.updated, r.nextDue, s.run, iv, irun, r.audit, r.waiting)
 	default:
 		var iv, settles *int64
 		if r.opens {
@@ -359,7 +360,7 @@ func (s *Store) queueSave(b *pgx.Batch, r *saveReq) {
 			v := int64(r.settles)
 			settles = &v
 		}
-		b.Queue(s.q.update, m, h, int64(r.version), r.record, r.updated, r.nextDue, s.run, iv, settles, r.intentRun, r.audit, s.retention)
+		b.Queue(s.q.update, m, h, int64(r.version), r.record, r.updated, r.nextDue, s.run, iv, settles, r.intentRun, r.audit, s.retention, r.waiting)
 	}
 }
 
@@ -392,17 +393,54 @@ func (s *Store) readSave(br pgx.BatchResults, r *saveReq) (outcome, error) {
 	return outcome{made: true, change: c}, nil
 }
 
-// resolve finds out whether the transaction xid, whose COMMIT lost its
-// answer (cause), was committed. A transaction still in progress (its
-// backend has not seen that its client is gone) is ended first. Its
-// error, when the database cannot tell (it cannot be reached before ctx
-// ends), is store.ErrOutcomeUnknown; when it was not committed,
+// lostCommitWait bounds the resolution of a commit whose answer was lost
+// (or Options.Timeout, when shorter): a database that cannot be reached
+// for that long leaves the batch's saves store.ErrOutcomeUnknown, rather
+// than their callers waiting (and the saves queued behind them) for a
+// restart that may be long.
+const lostCommitWait = 5 * time.Second
+
+// lostCommit is a batch whose COMMIT lost its answer: its transaction,
+// the start of the server it ran on, and a save of it that tells by its
+// audit entry whether the batch was committed (nil: none can).
+type lostCommit struct {
+	xid, started string
+	witness      *saveReq
+}
+
+// witnessOf returns a save of a batch made in its transaction with an
+// audit entry (the entry, at the version it made, is there only if the
+// batch was committed), nil when there is none.
+func witnessOf(batch []*saveReq, outs []outcome) *saveReq {
+	for i, r := range batch {
+		if outs[i].made && outs[i].err == nil && !r.del && r.audit != nil {
+			return r
+		}
+	}
+	return nil
+}
+
+// resolve finds out whether the transaction of a batch whose COMMIT lost
+// its answer (cause) was committed: by the transaction's status while the
+// server that ran it still runs (a transaction still in progress, its
+// backend not aware that its client is gone, is ended first); once that
+// server restarted (a crash, or a stop), by the audit entry of a save of
+// the batch, for a transaction id whose records never reached the disk
+// is given again after a crash, and its status is then another
+// transaction's. Its error, when the database cannot tell (it cannot be
+// reached before ctx ends; a batch that restarted server does not tell
+// of), is store.ErrOutcomeUnknown; when it was not committed,
 // store.ErrUnavailable (nothing was written).
-func (s *Store) resolve(ctx context.Context, xid string, cause error) (bool, error) {
+func (s *Store) resolve(ctx context.Context, lc lostCommit, cause error) (bool, error) {
+	xid := lc.xid
 	wait := 20 * time.Millisecond
 	for {
 		var status *string
-		err := s.pool.QueryRow(ctx, "SELECT pg_xact_status($1::xid8)", xid).Scan(&status)
+		var started string
+		err := s.pool.QueryRow(ctx, "SELECT pg_xact_status($1::xid8), pg_postmaster_start_time()::text", xid).Scan(&status, &started)
+		if err == nil && started != lc.started {
+			return s.witnessed(ctx, lc.witness, cause)
+		}
 		switch {
 		case err == nil && status == nil:
 			return false, fmt.Errorf("%w: the transaction of the save is too old to tell: %w", store.ErrOutcomeUnknown, cause)
@@ -424,6 +462,30 @@ func (s *Store) resolve(ctx context.Context, xid string, cause error) (bool, err
 		}
 		wait = min(2*wait, time.Second)
 	}
+}
+
+// witnessed tells whether a batch was committed by a save of it: its
+// audit entry is at the version it made (a save of another replica at
+// that version has another entry), unless the trail was trimmed past it.
+func (s *Store) witnessed(ctx context.Context, w *saveReq, cause error) (bool, error) {
+	if w == nil {
+		return false, fmt.Errorf("%w: the database restarted during the commit of saves that leave no audit entry to tell by: %w", store.ErrOutcomeUnknown, cause)
+	}
+	m, h, v := []byte(w.k.Machine), []byte(w.k.Handle), int64(w.version+1)
+	var entry []byte
+	var now *int64
+	err := s.pool.QueryRow(ctx, s.q.expand(`SELECT (SELECT entry FROM {s}.audit WHERE machine = $1 AND handle = $2 AND version = $3),
+		(SELECT version FROM {s}.instances WHERE machine = $1 AND handle = $2)`), m, h, v).Scan(&entry, &now)
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("%w: the save's commit lost its answer (%v), and its outcome cannot be read: %w", store.ErrOutcomeUnknown, cause, err)
+	case entry != nil && bytes.Equal(entry, w.audit):
+		s.log.Info("store: a commit whose answer was lost was found committed", "cause", cause)
+		return true, nil
+	case entry == nil && now != nil && *now-v >= s.retention:
+		return false, fmt.Errorf("%w: the database restarted during the commit, and the trail was trimmed past it: %w", store.ErrOutcomeUnknown, cause)
+	}
+	return false, fmt.Errorf("%w: the database restarted before the commit, and nothing was written: %w", store.ErrUnavailable, cause)
 }
 
 // encodeChanges packs changes into NOTIFY payloads, each under

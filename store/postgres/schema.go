@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -51,11 +52,18 @@ CREATE TABLE {s}.runs (
 	expires timestamptz NOT NULL -- on the clock of the replica that registered it
 );
 `,
+	// Which instances have a call waiting for an operator's approval
+	// (store.Record.Pending): what Waiting lists, rather than every
+	// record read (backfilled by backfillWaiting).
+	2: `
+ALTER TABLE {s}.instances ADD COLUMN waiting boolean NOT NULL DEFAULT false;
+CREATE INDEX instances_waiting ON {s}.instances (machine, handle) WHERE waiting;
+`,
 }
 
 // SchemaVersion is the version of the schema this package makes: the
 // last of migrations.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrate creates the schema, or brings it to SchemaVersion, in one
 // transaction under an advisory lock of the schema's (replicas opening at
@@ -80,6 +88,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_namespace WHERE nspname = $1)", s.q.schemaName).Scan(&exists); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
+	if !exists && s.mustExist {
+		return fmt.Errorf("%w: the schema %s is missing (serve --store makes it)", ErrNoStore, s.q.schema)
+	}
 	if !exists {
 		if _, err := tx.Exec(ctx, "CREATE SCHEMA "+s.q.schema); err != nil {
 			return fmt.Errorf("store: create the schema %s: %w", s.q.schema, err)
@@ -90,6 +101,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	var meta *string
 	if err := tx.QueryRow(ctx, "SELECT to_regclass($1)::text", s.q.expand("{s}.meta")).Scan(&meta); err != nil {
 		return fmt.Errorf("store: %w", err)
+	}
+	if meta == nil && s.mustExist {
+		return fmt.Errorf("%w: the schema %s has no store's tables (serve --store makes them)", ErrNoStore, s.q.schema)
 	}
 	if meta == nil {
 		if _, err := tx.Exec(ctx, s.q.expand(`CREATE TABLE {s}.meta (key text PRIMARY KEY, value text NOT NULL)`)); err != nil {
@@ -119,6 +133,11 @@ func (s *Store) migrate(ctx context.Context) error {
 		if _, err := tx.Conn().PgConn().Exec(ctx, s.q.expand(migrations[next])).ReadAll(); err != nil {
 			return fmt.Errorf("store: upgrade the schema %s to version %d: %w", s.q.schema, next, err)
 		}
+		if next == 2 && have > 0 {
+			if err := s.backfillWaiting(ctx, tx); err != nil {
+				return fmt.Errorf("store: upgrade the schema %s to version %d: %w", s.q.schema, next, err)
+			}
+		}
 	}
 	if _, err := tx.Exec(ctx, s.q.expand(`INSERT INTO {s}.meta (key, value) VALUES ('schema', $1)
 		ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`), strconv.Itoa(SchemaVersion)); err != nil {
@@ -129,6 +148,33 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	if have > 0 {
 		s.log.Info("store: upgraded the schema", "schema", s.q.schemaName, "from", have, "to", SchemaVersion)
+	}
+	return nil
+}
+
+// backfillWaiting sets the waiting column of the instances stored before
+// it was kept: those whose record has a pending call (the records that
+// name one read, and decoded).
+func (s *Store) backfillWaiting(ctx context.Context, tx pgx.Tx) error {
+	rows, err := tx.Query(ctx, s.q.expand(`SELECT machine, handle, record FROM {s}.instances WHERE position('"pending"'::bytea IN record) > 0`))
+	if err != nil {
+		return err
+	}
+	var keys [][2][]byte
+	var m, h, raw []byte
+	if _, err := pgx.ForEachRow(rows, []any{&m, &h, &raw}, func() error {
+		rec, err := decodeRecord(raw)
+		if err == nil && rec.Pending != nil {
+			keys = append(keys, [2][]byte{slices.Clone(m), slices.Clone(h)})
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if _, err := tx.Exec(ctx, s.q.expand(`UPDATE {s}.instances SET waiting = true WHERE machine = $1 AND handle = $2`), k[0], k[1]); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -144,7 +190,7 @@ type queries struct {
 	recent, recentAll, count, countAll string
 	create, update, deleteInstance     string
 	deleteTrail                        string
-	claim, nextDue                     string
+	claim, nextDue, waiting            string
 	register, live, endRun, release    string
 	forgetRuns                         string
 }
@@ -170,7 +216,7 @@ func newQueries(schema string) queries {
 	// is not at $3 (a conflict). A save clears the lease of a claim.
 	q.update = q.expand(`WITH upd AS (
 	UPDATE {s}.instances SET version = version + 1, record = $4, updated = $5, next_due = $6, saved_by = $7,
-		lease_run = NULL, lease_until = NULL,
+		lease_run = NULL, lease_until = NULL, waiting = $13,
 		intent_version = CASE WHEN $8::bigint IS NOT NULL THEN $8::bigint WHEN intent_version = $9::bigint THEN NULL ELSE intent_version END,
 		intent_run = CASE WHEN $8::bigint IS NOT NULL THEN $10::bytea WHEN intent_version = $9::bigint THEN NULL ELSE intent_run END
 	WHERE machine = $1 AND handle = $2 AND version = $3
@@ -184,8 +230,8 @@ t AS (
 SELECT version, intent_version, intent_run FROM upd`)
 	// The first save of an instance; no row when it is stored.
 	q.create = q.expand(`WITH ins AS (
-	INSERT INTO {s}.instances (machine, handle, version, record, updated, next_due, saved_by, intent_version, intent_run)
-	VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $8)
+	INSERT INTO {s}.instances (machine, handle, version, record, updated, next_due, saved_by, intent_version, intent_run, waiting)
+	VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $8, $10)
 	ON CONFLICT (machine, handle) DO NOTHING
 	RETURNING version, intent_version, intent_run),
 a AS (
@@ -212,6 +258,7 @@ FROM due WHERE i.machine = due.machine AND i.handle = due.handle
 RETURNING i.machine, i.handle, i.version, i.next_due`)
 	q.nextDue = q.expand(`SELECT greatest(next_due, lease_until) FROM {s}.instances WHERE next_due IS NOT NULL
 		ORDER BY greatest(next_due, lease_until) LIMIT 1`)
+	q.waiting = q.expand(`SELECT machine, handle FROM {s}.instances WHERE waiting`)
 	q.register = q.expand(`INSERT INTO {s}.runs (run, host, expires) VALUES ($1, $2, $3)
 		ON CONFLICT (run) DO UPDATE SET expires = EXCLUDED.expires`)
 	q.live = q.expand(`SELECT run FROM {s}.runs WHERE expires > $1 ORDER BY run`)

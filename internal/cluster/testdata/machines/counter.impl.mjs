@@ -1,0 +1,2 @@
+import { assign } from 'xstate';
+export default { actions: { inc: assign({ n: ({ context }) => context.n + 1 }) } };

@@ -1,0 +1,2 @@
+import { assign } from 'xstate';
+export default { actions: { addItem: assign({ items: ({ context }) => context.items + 1 }) } };
