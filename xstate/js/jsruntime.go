@@ -10,6 +10,7 @@ import (
 	"math"
 	"reflect"
 	"regexp"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -40,10 +41,17 @@ type jsModule struct {
 	file    string
 	files   []string     // the files bundled (absolute paths)
 	console *slog.Logger // where console.log and the like go; nil: nowhere
-	prog    *goja.Program
-	prelude *goja.Program
-	dog     *watchdog // the Host's, which bounds the calls' time and memory
-	limits  sandboxLimits
+	// prog is the module made into a function of the host's helpers
+	// (instrument), prelude the shim that gives enqueueActions its API,
+	// hardenProg the script that makes a runtime's hardener (jsharden.go).
+	prog, prelude, hardenProg *goja.Program
+	clock                     *hostClock  // performance.now's
+	plan                      *hardenPlan // the Host's, how to freeze the intrinsics
+	// stateful says why the module's code has state that cannot be
+	// frozen (instrument), "" when it has none.
+	stateful string
+	dog      *watchdog // the Host's, which bounds the calls' time and memory
+	limits   sandboxLimits
 	// roots finds, in a runtime's module exports, the values whose
 	// functions are numbered (the machine, or the implementations).
 	roots func(rt *goja.Runtime, exports *goja.Object) ([]goja.Value, error)
@@ -71,16 +79,54 @@ type jsRuntime struct {
 	// one runs. The rest is the watchdog's, under the module's lock: the
 	// call it saw (seen) and since when, the heap the call counts from
 	// (base) and the collections completed then (gcs); whether it
-	// interrupted the runtime, which is then not used again, nor one
-	// retired (dropped to free what its module variables hold); and the
+	// interrupted the runtime, which is then not used again; and the
 	// context of the step the runtime is lent for (nil when none).
 	calls       atomic.Uint64
 	seen        uint64
 	since       time.Time
 	base, gcs   uint64
 	interrupted bool
-	retired     bool
+	tookTooMuch bool // it was interrupted for its memory
 	ctx         context.Context
+	// stop is closed when the watchdog interrupts the runtime, for the
+	// regular expressions that wait for a match (jsregexp.go).
+	stop chan struct{}
+	// What keeps each event from seeing another's changes (jsharden.go):
+	// the hardener and the intrinsics it froze; whether the module is
+	// loading, and the readers its code registered meanwhile; the
+	// variables and RegExps to put back after each event; whether an
+	// event changed what cannot be put back (the runtime is then dropped);
+	// and the root of the actor tree whose calls the conversions kept are
+	// for.
+	hardener   *hardener
+	intrinsics map[*goja.Object]bool // frozen before the module ran
+	loading    bool
+	readers    []reader
+	watched    []watchedVar
+	regexps    []watchedRegExp
+	// atLoad are the objects made at load whose state freezing does not
+	// fix, touched those of them changed since the runtime was lent, and
+	// madeAtLoad every object the module made at load.
+	atLoad     map[*goja.Object]*loaded
+	touched    []*goja.Object
+	madeAtLoad map[*goja.Object]bool
+	dirty      bool
+	// stateful says why what the module made at load in this runtime can
+	// be neither frozen nor watched: the runtime then serves one step.
+	stateful string
+	root     *interp.Actor
+	// rxCache holds the regular expressions compiled for RegExp objects
+	// (jsregexp.go), by object.
+	rxCache map[*goja.Object]*boundedRegExp
+	rxByKey map[string]*boundedRegExp
+	// lastSubject is the last string matched, as regexp2 reads it; noop a
+	// function of no code, which raises a pending interrupt.
+	lastSubject *subject
+	noop        goja.Callable
+	// hostRoots are objects the host made that code can reach but no
+	// global leads to (the matchAll iterators' prototype): frozen with
+	// the intrinsics.
+	hostRoots []goja.Value
 	// the last self converted.
 	lastSelf   *interp.Actor
 	lastSelfJS goja.Value
@@ -341,17 +387,30 @@ func (m *jsModule) get() (*jsRuntime, error) {
 		return rt, nil
 	}
 	m.mu.Unlock()
-	rt, _, err := m.newRuntime()
+	rt, _, err := m.newRuntime(context.Background())
 	return rt, err
 }
 
 // maxIdle bounds the runtimes a module keeps for reuse.
 const maxIdle = 8
 
+// put takes a runtime back: into the pool, the module's state put back as
+// it was after load (jsharden.go), unless that cannot be done, the
+// watchdog interrupted it, or the pool is full; else it is dropped.
 func (m *jsModule) put(rt *jsRuntime) {
 	m.mu.Lock()
+	interrupted, tookTooMuch := rt.interrupted, rt.tookTooMuch
+	m.mu.Unlock()
+	if tookTooMuch {
+		// What the call took is garbage once its runtime is dropped:
+		// collected before the step ends, so that the next calls do not
+		// count it as the heap they start from (see callBase).
+		defer runtime.GC()
+	}
+	drop := interrupted || rt.restore()
+	m.mu.Lock()
 	rt.ctx = nil
-	if len(m.idle) < maxIdle && !rt.interrupted && !rt.retired {
+	if len(m.idle) < maxIdle && !rt.interrupted && !drop {
 		m.idle = append(m.idle, rt)
 	} else {
 		for i, x := range m.all {
@@ -364,70 +423,120 @@ func (m *jsModule) put(rt *jsRuntime) {
 	m.mu.Unlock()
 }
 
-// newRuntime evaluates the module in a fresh runtime and numbers its
-// functions; it also returns the roots as Go values for the config reader.
-func (m *jsModule) newRuntime() (*jsRuntime, []any, error) {
+// newRuntime evaluates the module in a fresh runtime, numbers its
+// functions and freezes what it made (jsharden.go); it also returns the
+// roots as Go values for the config reader. ctx bounds the top-level code
+// (the watchdog interrupts it when ctx ends), as the time and memory
+// limits do.
+func (m *jsModule) newRuntime(ctx context.Context) (*jsRuntime, []any, error) {
 	vm := goja.New()
 	vm.SetMaxCallStackSize(maxCallStack)
-	rt := &jsRuntime{mod: m, vm: vm}
+	rt := &jsRuntime{mod: m, vm: vm, loading: true, atLoad: map[*goja.Object]*loaded{}, stop: make(chan struct{})}
 	m.mu.Lock()
 	m.all = append(m.all, rt)
+	if ctx.Done() != nil {
+		rt.ctx = ctx
+	}
 	m.mu.Unlock()
-	var exports *goja.Object
+	defer func() {
+		m.mu.Lock()
+		rt.ctx = nil
+		m.mu.Unlock()
+	}()
+	var out []any
+	var stateful string
 	err := rt.guard(func() error {
-		if err := installSpread(vm, m.limits, (&sandbox{rt: rt, lim: m.limits}).tooMany); err != nil {
+		spread, spread1, err := installSpread(vm, m.limits, (&sandbox{rt: rt, lim: m.limits}).tooMany)
+		if err != nil {
 			return err
 		}
-		if err := rt.installConsole(); err != nil {
+		for _, install := range []func() error{rt.installConsole, rt.installGlobals, rt.installIntl, rt.installHardener, rt.installLimits, rt.installOverrides} {
+			if err := install(); err != nil {
+				return err
+			}
+		}
+		// goja's GoError is not the module's to name.
+		if err := vm.GlobalObject().Delete("GoError"); err != nil {
 			return err
 		}
-		if err := rt.installGlobals(); err != nil {
+		if rt.intrinsics, err = rt.hardener.freezeIntrinsics(m.plan); err != nil {
 			return err
 		}
-		if err := rt.installIntl(); err != nil {
+		xs, err := vm.RunProgram(m.prelude)
+		if err != nil {
 			return err
 		}
-		if err := rt.installLimits(); err != nil {
+		rt.xs = xs.ToObject(vm)
+		wrapper, err := vm.RunProgram(m.prog)
+		if err != nil {
 			return err
 		}
-		if _, err := vm.RunProgram(m.prelude); err != nil {
+		run, ok := goja.AssertFunction(wrapper)
+		if !ok {
+			return errors.New("the module did not compile to a function")
+		}
+		res, err := run(goja.Undefined(), spread, spread1, vm.ToValue(rt.registerReader))
+		if err != nil {
 			return err
 		}
-		rt.xs = vm.Get("__sgXState").ToObject(vm)
-		if _, err := vm.RunProgram(m.prog); err != nil {
-			return err
-		}
-		ex := vm.Get(bundleGlobal)
+		pair := res.ToObject(vm)
+		ex := pair.Get("0")
 		if ex == nil || goja.IsUndefined(ex) || goja.IsNull(ex) {
 			return errors.New("the module has no exports")
 		}
-		exports = ex.ToObject(vm)
+		exports := ex.ToObject(vm)
+		roots, err := m.roots(vm, exports)
+		if err != nil {
+			return err
+		}
+		w := &walker{rt: rt}
+		for _, r := range roots {
+			v, err := w.walk(r, 0)
+			if err == nil {
+				err = rt.conversionError()
+			}
+			if err != nil {
+				return err
+			}
+			out = append(out, v)
+		}
+		if stateful, err = rt.hardenLoaded([]goja.Value{exports, rt.xs}); err != nil {
+			return err
+		}
+		endLoad, _ := goja.AssertFunction(pair.Get("1"))
+		if endLoad != nil {
+			if _, err := endLoad(goja.Undefined()); err != nil {
+				return err
+			}
+		}
+		rt.loading = false
 		return nil
 	})
 	if err != nil {
+		m.drop(rt)
 		var ie *goja.InterruptedError
 		if errors.As(err, &ie) {
 			return nil, nil, fmt.Errorf("%s: %w", m.file, rt.interruptError("its top-level code", ie.Value()))
 		}
 		return nil, nil, fmt.Errorf("%s: %w", m.file, jsErr(err))
 	}
-	roots, err := m.roots(vm, exports)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", m.file, err)
-	}
-	w := &walker{rt: rt}
-	var out []any
-	for _, r := range roots {
-		v, err := w.walk(r, 0)
-		if err == nil {
-			err = rt.conversionError()
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", m.file, err)
-		}
-		out = append(out, v)
+	rt.stateful = stateful
+	if rt.stateful == "" {
+		rt.stateful = m.stateful
 	}
 	return rt, out, nil
+}
+
+// drop forgets a runtime that will not be used.
+func (m *jsModule) drop(rt *jsRuntime) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, x := range m.all {
+		if x == rt {
+			m.all = append(m.all[:i], m.all[i+1:]...)
+			return
+		}
+	}
 }
 
 // guard runs f as a top-level call: it is interrupted past the module's
@@ -638,7 +747,7 @@ func (rt *jsRuntime) toJS(v any) goja.Value {
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			_ = o.Set(k, rt.toJS(x[k]))
+			setOwn(o, k, rt.toJS(x[k]))
 		}
 		rt.remember(x, o)
 		return o
@@ -657,7 +766,7 @@ func (rt *jsRuntime) toJS(v any) goja.Value {
 		o := vm.NewObject()
 		_ = o.Set("type", x.Type)
 		for _, k := range slices.Sorted(maps.Keys(x.Data)) {
-			_ = o.Set(k, rt.toJS(x.Data[k]))
+			setOwn(o, k, rt.toJS(x.Data[k]))
 		}
 		return o
 	case *jsError:
@@ -681,6 +790,17 @@ func (rt *jsRuntime) toJS(v any) goja.Value {
 		return x
 	}
 	return vm.ToValue(v)
+}
+
+// setOwn makes k an own property of a new object, as JSON.parse would:
+// a "__proto__" key too, which assigning would take for the object's
+// prototype.
+func setOwn(o *goja.Object, k string, v goja.Value) {
+	if k == "__proto__" {
+		_ = o.DefineDataProperty(k, v, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE)
+		return
+	}
+	_ = o.Set(k, v)
 }
 
 func (rt *jsRuntime) newError(msg string) goja.Value {
@@ -812,6 +932,7 @@ func (rt *jsRuntime) enqueueArgs(a interp.Args) *goja.Object {
 // logicArgs returns the ({input, self}) argument of a promise creator: a
 // top-level call has one object, reused as callArgs' are.
 func (rt *jsRuntime) logicArgs(input any, self *interp.Actor) *goja.Object {
+	rt.forActor(self)
 	ao := rt.logicArg
 	if ao == nil || rt.depth > 0 {
 		ao = rt.newArgs(false)
@@ -819,6 +940,7 @@ func (rt *jsRuntime) logicArgs(input any, self *interp.Actor) *goja.Object {
 			rt.logicArg = ao
 		}
 	}
+	ao.extra = nil
 	ao.input = rt.toJS(input)
 	ao.self = rt.selfJS(self)
 	ao.actor, ao.system = self, nil
@@ -830,19 +952,29 @@ func (rt *jsRuntime) logicArgs(input any, self *interp.Actor) *goja.Object {
 // XState's: a signal that is never aborted (a promise settles within the
 // step that starts it, before its actor could be stopped) and an emit
 // that no one listens to (callback and observable actors get it too).
-// They are made once per runtime.
+// They are made once per runtime, and frozen: the calls of every instance
+// get them.
 func (rt *jsRuntime) promiseExtras() (signal, emit goja.Value) {
 	if rt.signal == nil {
-		v, err := rt.vm.RunString(`({ aborted: false, reason: undefined, onabort: null,
+		v, err := rt.vm.RunString(`Object.freeze({ aborted: false, reason: undefined, onabort: null,
   addEventListener() {}, removeEventListener() {}, dispatchEvent() { return true; },
   throwIfAborted() {} })`)
 		if err != nil {
 			v = goja.Undefined()
 		}
 		rt.signal = v
-		rt.emitNoop = rt.vm.ToValue(func(goja.FunctionCall) goja.Value { return goja.Undefined() })
+		rt.emitNoop = rt.frozen(rt.vm.ToValue(func(goja.FunctionCall) goja.Value { return goja.Undefined() }))
 	}
 	return rt.signal, rt.emitNoop
+}
+
+// frozen freezes an object the host made and reuses across calls (the
+// Object.freeze of the intrinsics, which are frozen too), and returns it.
+func (rt *jsRuntime) frozen(v goja.Value) goja.Value {
+	if freeze, ok := goja.AssertFunction(rt.vm.Get("Object").ToObject(rt.vm).Get("freeze")); ok {
+		_, _ = freeze(goja.Undefined(), v)
+	}
+	return v
 }
 
 // argsObj is a reused argument object: a dynamic object whose properties
@@ -922,7 +1054,7 @@ func (ao *argsObj) callSpawn(call goja.FunctionCall) goja.Value {
 		w := &walker{rt: rt, direct: true}
 		v, err := w.walk(arg, 0)
 		if err != nil {
-			panic(rt.vm.NewGoError(err))
+			panic(rt.newError(err.Error()))
 		}
 		var ok bool
 		logic, ok, err = (&jsResolver{mod: rt.mod}).invokeLogic(v)
@@ -947,7 +1079,7 @@ func (ao *argsObj) callSpawn(call goja.FunctionCall) goja.Value {
 	}
 	c, err := ao.spawner.Spawn(src, logic, o)
 	if err != nil {
-		panic(rt.vm.NewGoError(err))
+		panic(rt.newError(err.Error()))
 	}
 	return rt.actorRef(c)
 }
@@ -1027,6 +1159,8 @@ func isFunction(v goja.Value) bool {
 // fillArgs sets the context, event, self and input of a's call in a
 // reused argument object.
 func (rt *jsRuntime) fillArgs(ao *argsObj, a interp.Args) *goja.Object {
+	rt.forActor(a.Self)
+	ao.extra = nil // what code set on the object for an earlier call
 	rt.owner = a.Snapshot
 	if rt.owner == nil && a.Self != nil {
 		rt.owner = a.Self.Snapshot()
@@ -1336,17 +1470,18 @@ func (rt *jsRuntime) enqueueFns() (*goja.Object, goja.Value) {
 			return goja.Undefined()
 		})
 	}
-	rt.enqueue = enq
+	rt.enqueue = rt.frozen(enq).(*goja.Object)
 	rt.check = vm.ToValue(func(call goja.FunctionCall) goja.Value {
 		if rt.enq == nil {
 			panic(vm.NewTypeError("check() called outside enqueueActions"))
 		}
 		ok, err := rt.enq.checkGuard(rt, call.Argument(0))
 		if err != nil {
-			panic(vm.NewGoError(err))
+			panic(rt.newError(err.Error()))
 		}
 		return vm.ToValue(ok)
 	})
+	rt.frozen(rt.check)
 	return rt.enqueue, rt.check
 }
 
@@ -1438,7 +1573,7 @@ func (rt *jsRuntime) snapshotJS(a *interp.Actor) goja.Value {
 				can, err = s.Can(ev)
 			}
 			if err != nil {
-				panic(rt.vm.NewGoError(err))
+				panic(rt.newError(err.Error()))
 			}
 			return rt.vm.ToValue(can)
 		})
