@@ -715,15 +715,28 @@ func (rt *jsRuntime) noteMutation(this goja.Value) {
 }
 
 // noteWeakMutation is what a mutator of WeakMap and WeakSet calls before
-// it changes this: the entry of an object made at load, in one made at
-// load, cannot be put back (a WeakMap's or WeakSet's entries cannot be
-// listed), so the runtime is dropped after the event.
+// it changes this: the entry of an object made at load (or one the
+// runtime gives more than one actor tree: a static value's conversion, a
+// host object), in one made at load, cannot be put back (a WeakMap's or
+// WeakSet's entries cannot be listed), so the runtime is dropped after
+// the event.
 func (rt *jsRuntime) noteWeakMutation(this, key goja.Value) {
 	o, ok := this.(*goja.Object)
 	k, isObj := key.(*goja.Object)
-	if ok && isObj && rt.atLoad[o] != nil && (rt.madeAtLoad[k] || rt.intrinsics[k]) {
+	if ok && isObj && rt.atLoad[o] != nil && (rt.madeAtLoad[k] || rt.intrinsics[k] || rt.shared[k] || hostObject(k)) {
 		rt.dirty = true
 	}
+}
+
+// hostObject reports whether an object is one of the host's, which it
+// gives the calls of more than one actor tree: a context or an event
+// (cached), a call's argument object, an actor ref.
+func hostObject(o *goja.Object) bool {
+	switch o.Export().(type) {
+	case *ctxObj, *argsObj, *selfObj:
+		return true
+	}
+	return false
 }
 
 // guardMutators wraps the mutators of Map, Set, WeakMap, WeakSet and Date.
@@ -780,12 +793,14 @@ func (rt *jsRuntime) forActor(a *interp.Actor) {
 	rt.forget()
 }
 
-// forget drops what the runtime keeps of earlier calls' values.
+// forget drops what the runtime keeps of earlier calls' values: the
+// conversions of Go values (entries of an earlier gen are not used: making
+// the maps again, or emptying them, costs more than a step) and the last
+// ones. (The refs of actors need not go: another tree's actors are other
+// actors.)
 func (rt *jsRuntime) forget() {
-	rt.ids, rt.oldIDs = nil, nil
+	rt.gen++
 	rt.last, rt.lastID, rt.lastLen = idEntry{}, nil, 0
-	rt.events = nil
-	rt.refs = nil
 	rt.lastSelf, rt.lastSelfJS = nil, nil
 	rt.rxCache = nil
 	rt.lastSubject = nil

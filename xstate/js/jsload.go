@@ -55,7 +55,7 @@ type Host struct {
 	dog     *watchdog // bounds the JavaScript of the host's modules
 }
 
-var _ xstate.Modules = (*Host)(nil)
+var _ xstate.ContextModules = (*Host)(nil)
 
 // watchdog returns the host's watchdog, made with its settings as they
 // are at the first module's load.
@@ -209,7 +209,7 @@ func (h *Host) LoadMachineContext(ctx context.Context, root *xstate.Root, file s
 	if !ok || marker.kind != "machine" {
 		return nil, nil, &xstate.LoadError{File: file, Diags: []xstate.Diagnostic{{File: file, Msg: "the module exports no machine"}}}
 	}
-	r := &jsResolver{mod: mod}
+	r := &jsResolver{mod: mod, atLoad: true}
 	cfg, ok := marker.get("config").(*config.Object)
 	if !ok {
 		return nil, nil, &xstate.LoadError{File: file, Diags: []xstate.Diagnostic{{File: file, Msg: "createMachine() needs a config object"}}}
@@ -234,7 +234,7 @@ func (h *Host) LoadImplementationsContext(ctx context.Context, root *xstate.Root
 	if err != nil {
 		return interp.Implementations{}, err
 	}
-	impl, diags := (&jsResolver{mod: mod}).implementations(roots[0])
+	impl, diags := (&jsResolver{mod: mod, atLoad: true}).implementations(roots[0])
 	if len(diags) > 0 {
 		return interp.Implementations{}, &xstate.LoadError{File: file, Diags: diags}
 	}

@@ -16,6 +16,9 @@ import (
 // the runtime a step is lent.
 type jsResolver struct {
 	mod *jsModule
+	// atLoad is set for the resolver of the module's load: the static
+	// values it makes are the module's, for every instance (statics).
+	atLoad bool
 }
 
 // fnLabel names a function in errors.
@@ -73,12 +76,24 @@ func (r *jsResolver) params(v any, label string) *interp.Expr {
 	return paramsFn(f, label)
 }
 
-// paramsExpr is params for the config reader: false for a static value.
+// paramsExpr is params for the config reader: false for a static value,
+// but at load, where a static value is noted as the module's (statics).
 func (r *jsResolver) ParamsExpr(v any) (*interp.Expr, bool) {
 	if f, ok := v.(*jsFn); ok {
 		return paramsFn(f, fnLabel("function", f, "")), true
 	}
-	return nil, false
+	return r.static(v)
+}
+
+// static is the Expr of a static value the module's config writes, noted
+// as the module's (statics) while it loads; false after.
+func (r *jsResolver) static(v any) (*interp.Expr, bool) {
+	if !r.atLoad {
+		return nil, false
+	}
+	plain := config.Plain(v)
+	r.mod.addStatic(plain)
+	return interp.Static(plain), true
 }
 
 // paramsFn computes params with f. What f returns stays a JavaScript
@@ -101,7 +116,7 @@ func paramsFn(f *jsFn, label string) *interp.Expr {
 func (r *jsResolver) InputExpr(v any) (*interp.Expr, bool) {
 	f, ok := v.(*jsFn)
 	if !ok {
-		return nil, false
+		return r.static(v)
 	}
 	label := fnLabel("function", f, "")
 	return &interp.Expr{Fn: func(a interp.Args, params any) (any, error) {
@@ -131,7 +146,11 @@ func (r *jsResolver) value(v any, label string) *interp.Expr {
 	if f, ok := v.(*jsFn); ok {
 		return r.exprFn(f, label)
 	}
-	return interp.Static(config.Plain(v))
+	plain := config.Plain(v)
+	if r.atLoad {
+		r.mod.addStatic(plain)
+	}
+	return interp.Static(plain)
 }
 
 // event is the event of a raise, emit or sendTo: an object, or a function

@@ -58,6 +58,12 @@ type jsModule struct {
 	// plainObjects gives code contexts and events as plain objects, not
 	// dynamic ones, for a module whose code may lock objects.
 	plainObjects bool
+	// statics are the maps and slices of the machine's static values (the
+	// params, inputs and events its config writes), shared by every
+	// instance: made at load, only read after. A runtime gives code a
+	// frozen conversion of each, which it keeps across actor trees (see
+	// staticJS).
+	statics map[unsafe.Pointer]bool
 
 	mu       sync.Mutex
 	idle     []*jsRuntime
@@ -115,6 +121,11 @@ type jsRuntime struct {
 	// be neither frozen nor watched: the runtime then serves one step.
 	stateful string
 	root     *interp.Actor
+	// staticJSs are the frozen conversions of the module's statics;
+	// shared the objects the runtime gives the calls of more than one
+	// actor tree (those, and the events without data).
+	staticJSs map[unsafe.Pointer]goja.Value
+	shared    map[*goja.Object]bool
 	// rxCache holds the regular expressions compiled for RegExp objects
 	// (jsregexp.go), by object.
 	rxCache map[*goja.Object]*boundedRegExp
@@ -166,7 +177,10 @@ type jsRuntime struct {
 	enqArgObjs []*argsObj       // the same for enqueueActions functions
 	argBufs    []*[2]goja.Value // arguments of calls, by depth (invoke2)
 	logicArg   *argsObj         // the same for promise creators
-	events     map[string]goja.Value
+	events     map[string]idEntry
+	// gen counts the times the runtime forgot its conversions: an entry
+	// of ids or events made before is not used.
+	gen uint64
 	// signal and emitNoop are what promise creators get as signal and
 	// emit (promiseExtras).
 	signal, emitNoop goja.Value
@@ -182,6 +196,10 @@ type jsRuntime struct {
 type idEntry struct {
 	goVal any
 	js    goja.Value
+	gen   uint64 // the runtime's gen when it was made (see forget)
+	// ctx is the context or event object js is, which a call of another
+	// actor tree (another gen) may get again, what code did to it undone.
+	ctx *ctxObj
 }
 
 // maxIDs bounds a generation of a runtime's conversion cache: when one is
@@ -225,11 +243,26 @@ func (rt *jsRuntime) cached(v any) goja.Value {
 	if _, m, _ := identity(e.goVal); m != n {
 		return nil
 	}
+	if e.gen != rt.gen {
+		if e.ctx == nil {
+			return nil // a plain object code of another tree may have changed
+		}
+		e.ctx.renew()
+		e.gen = rt.gen
+		if _, inNew := rt.ids[p]; inNew {
+			rt.ids[p] = e
+		} else {
+			rt.oldIDs[p] = e
+		}
+	}
 	rt.lastID, rt.lastLen, rt.last = p, n, e
 	return e.js
 }
 
-func (rt *jsRuntime) remember(v any, js goja.Value) {
+func (rt *jsRuntime) remember(v any, js goja.Value) { rt.rememberCtx(v, js, nil) }
+
+// rememberCtx is remember for a context or event object.
+func (rt *jsRuntime) rememberCtx(v any, js goja.Value, c *ctxObj) {
 	p, _, ok := identity(v)
 	if !ok {
 		return
@@ -238,10 +271,89 @@ func (rt *jsRuntime) remember(v any, js goja.Value) {
 		rt.oldIDs = rt.ids
 		rt.ids = make(map[unsafe.Pointer]idEntry, maxIDs) // no growth in a generation
 	}
-	rt.ids[p] = idEntry{v, js}
+	rt.ids[p] = idEntry{goVal: v, js: js, gen: rt.gen, ctx: c}
 	if p == rt.lastID {
 		rt.lastID = nil
 	}
+}
+
+// addStatic notes the maps and slices of a static value of the machine
+// (see statics); it is called as the module loads, before any step.
+func (m *jsModule) addStatic(v any) {
+	p, _, ok := identity(v)
+	if !ok {
+		return
+	}
+	if m.statics == nil {
+		m.statics = map[unsafe.Pointer]bool{}
+	}
+	m.statics[p] = true
+	switch x := v.(type) {
+	case map[string]any:
+		for _, e := range x {
+			m.addStatic(e)
+		}
+	case []any:
+		for _, e := range x {
+			m.addStatic(e)
+		}
+	}
+}
+
+// staticMap and staticSlice return the conversion of a static value of
+// the machine (nil for another value): made once per runtime and frozen,
+// deep, as what the module made at load is, so that it is safe to give
+// every instance.
+func (rt *jsRuntime) staticMap(x map[string]any) goja.Value {
+	if len(rt.mod.statics) == 0 || len(x) == 0 {
+		return nil
+	}
+	p := reflect.ValueOf(x).UnsafePointer()
+	if !rt.mod.statics[p] {
+		return nil
+	}
+	return rt.staticJS(p, x)
+}
+
+func (rt *jsRuntime) staticSlice(x []any) goja.Value {
+	if len(rt.mod.statics) == 0 || len(x) == 0 {
+		return nil
+	}
+	p := unsafe.Pointer(unsafe.SliceData(x))
+	if !rt.mod.statics[p] {
+		return nil
+	}
+	return rt.staticJS(p, x)
+}
+
+func (rt *jsRuntime) staticJS(p unsafe.Pointer, v any) goja.Value {
+	if js, ok := rt.staticJSs[p]; ok {
+		return js
+	}
+	var js goja.Value
+	switch x := v.(type) {
+	case map[string]any:
+		o := rt.vm.NewObject()
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			setOwn(o, k, rt.toJS(x[k]))
+		}
+		js = o
+	case []any:
+		items := make([]any, len(x))
+		for i, e := range x {
+			items[i] = rt.toJS(e)
+		}
+		js = rt.vm.NewArray(items...)
+	}
+	if _, err := rt.hardener.freeze(goja.Undefined(), js); err != nil {
+		return nil
+	}
+	rt.shared[js.(*goja.Object)] = true
+	if rt.staticJSs == nil {
+		rt.staticJSs = map[unsafe.Pointer]goja.Value{}
+	}
+	rt.staticJSs[p] = js
+	return js
 }
 
 // jsLazy is a value an assign left in the context, or params, that is
@@ -431,7 +543,7 @@ func (m *jsModule) put(rt *jsRuntime) {
 func (m *jsModule) newRuntime(ctx context.Context) (*jsRuntime, []any, error) {
 	vm := goja.New()
 	vm.SetMaxCallStackSize(maxCallStack)
-	rt := &jsRuntime{mod: m, vm: vm, loading: true, atLoad: map[*goja.Object]*loaded{}, stop: make(chan struct{})}
+	rt := &jsRuntime{mod: m, vm: vm, loading: true, atLoad: map[*goja.Object]*loaded{}, shared: map[*goja.Object]bool{}, stop: make(chan struct{})}
 	m.mu.Lock()
 	m.all = append(m.all, rt)
 	if ctx.Done() != nil {
@@ -733,6 +845,9 @@ func (rt *jsRuntime) toJS(v any) goja.Value {
 	case bool, string, float64, int, int64:
 		return vm.ToValue(x)
 	case map[string]any:
+		if js := rt.staticMap(x); js != nil {
+			return js
+		}
 		if js := rt.cached(x); js != nil {
 			return js
 		}
@@ -752,6 +867,9 @@ func (rt *jsRuntime) toJS(v any) goja.Value {
 		rt.remember(x, o)
 		return o
 	case []any:
+		if js := rt.staticSlice(x); js != nil {
+			return js
+		}
 		if js := rt.cached(x); js != nil {
 			return js
 		}
@@ -1194,14 +1312,27 @@ func (rt *jsRuntime) eventJS(ev interp.Event) goja.Value {
 		return rt.eventObj(ev) // noting the reads of its payload
 	}
 	if ev.Data == nil {
-		if v, ok := rt.events[ev.Type]; ok {
-			return v
+		if e, ok := rt.events[ev.Type]; ok {
+			if e.gen == rt.gen {
+				return e.js
+			}
+			// Made for another actor tree: what its code did to it goes.
+			if e.ctx != nil {
+				e.ctx.renew()
+				e.gen = rt.gen
+				rt.events[ev.Type] = e
+				return e.js
+			}
 		}
 		v := rt.eventObj(ev)
-		if rt.events == nil || len(rt.events) > 1024 {
-			rt.events = map[string]goja.Value{}
+		var c *ctxObj
+		if o, ok := v.(*goja.Object); ok {
+			c, _ = o.Export().(*ctxObj)
 		}
-		rt.events[ev.Type] = v
+		if rt.events == nil || len(rt.events) > 1024 {
+			rt.events = map[string]idEntry{}
+		}
+		rt.events[ev.Type] = idEntry{js: v, gen: rt.gen, ctx: c}
 		return v
 	}
 	if v := rt.cached(ev.Data); v != nil {
@@ -1212,7 +1343,8 @@ func (rt *jsRuntime) eventJS(ev interp.Event) goja.Value {
 		}
 	}
 	v := rt.eventObj(ev)
-	rt.remember(ev.Data, v)
+	c, _ := v.(*goja.Object).Export().(*ctxObj)
+	rt.rememberCtx(ev.Data, v, c)
 	return v
 }
 

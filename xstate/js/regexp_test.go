@@ -3,7 +3,6 @@ package js
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -123,16 +122,13 @@ func TestRegExpAtTopLevelBounded(t *testing.T) {
 	}
 	t.Logf("failed after %v: %v", took.Round(time.Millisecond), err)
 
-	h := &Host{Timeout: time.Hour}
-	root, err := xstate.OpenRoot(filepath.Dir(jsFile("regexp-toplevel.mjs")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Through the Loader, whose Modules (a Host) are xstate.ContextModules.
+	l := &xstate.Loader{Modules: &Host{Timeout: time.Hour}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	time.AfterFunc(50*time.Millisecond, cancel)
 	start = time.Now()
-	_, _, err = h.LoadMachineContext(ctx, root, jsFile("regexp-toplevel.mjs"), interp.Implementations{})
+	_, _, err = l.LoadContext(ctx, jsFile("regexp-toplevel.mjs"))
 	took = time.Since(start)
 	if !errors.Is(err, interp.ErrStopped) || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "regexp-toplevel.mjs") {
 		t.Fatalf("err = %v; want the load stopped by its context", err)

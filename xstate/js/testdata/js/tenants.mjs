@@ -1,4 +1,4 @@
-import { assign, createMachine, raise } from 'xstate';
+import { assign, raise, setup } from 'xstate';
 
 // A module written as if it served one client. Each instance of it is
 // another client's: what one instance's event leaves in the module's
@@ -7,6 +7,7 @@ import { assign, createMachine, raise } from 'xstate';
 let lastUser = null;
 const seen = new Map();
 const config = { limit: 3 };
+const tagged = new WeakSet();
 
 // A deep merge, as naive as many: a "__proto__" key in its source walks
 // into Object.prototype.
@@ -32,7 +33,9 @@ class DomainError extends Error {
   }
 }
 
-export default createMachine({
+export default setup({
+  actions: { bump: (_, params) => { params.n += 1; } },
+}).createMachine({
   id: 'tenants',
   initial: 'idle',
   context: { settings: {}, found: null },
@@ -58,6 +61,14 @@ export default createMachine({
           { guard: ({ event }) => event.marked === true, target: 'marked' },
           { actions: ({ event }) => { event.marked = true; } },
         ],
+        // The event object of an event without data is the runtime's, for
+        // every instance: a WeakSet made at load must not carry it over.
+        TAG: [
+          { guard: ({ event }) => tagged.has(event), target: 'marked' },
+          { actions: ({ event }) => { tagged.add(event); } },
+        ],
+        // Static params are the module's, made at load: frozen.
+        BUMP: { actions: { type: 'bump', params: { n: 1 } } },
         GLOBALS: {
           guard: () => hostGlobals().length === 0 && typeof __sgXState === 'undefined' && typeof __sgModule === 'undefined'
             && typeof __sgSpread === 'undefined' && typeof GoError === 'undefined',
