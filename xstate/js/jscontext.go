@@ -63,6 +63,15 @@ func (rt *jsRuntime) contextJS(ctx any) goja.Value {
 	return o
 }
 
+// asCtxObj returns the context or event object v is, or nil (by its
+// type: Export of a plain object would read it all).
+func asCtxObj(v goja.Value) *ctxObj {
+	if o, ok := v.(*goja.Object); ok && o.ExportType() == ctxObjType {
+		return o.Export().(*ctxObj)
+	}
+	return nil
+}
+
 // renew undoes what code did to the object, for the calls of another
 // actor tree (cached): the properties it set or deleted go, and the
 // objects it read are converted again (code may have changed them).

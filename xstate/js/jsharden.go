@@ -723,7 +723,16 @@ func (rt *jsRuntime) noteMutation(this goja.Value) {
 func (rt *jsRuntime) noteWeakMutation(this, key goja.Value) {
 	o, ok := this.(*goja.Object)
 	k, isObj := key.(*goja.Object)
-	if ok && isObj && rt.atLoad[o] != nil && (rt.madeAtLoad[k] || rt.intrinsics[k] || rt.shared[k] || hostObject(k)) {
+	if !ok || !isObj || rt.atLoad[o] == nil {
+		return
+	}
+	if rt.madeAtLoad[k] || rt.intrinsics[k] || hostObject(k) {
+		rt.dirty = true
+		return
+	}
+	// What is frozen may be given to every tree (a static value's
+	// conversion, params); an object code froze errs on the safe side.
+	if f, err := rt.hardener.isFrozen(goja.Undefined(), k); err == nil && f.ToBoolean() {
 		rt.dirty = true
 	}
 }
@@ -732,8 +741,8 @@ func (rt *jsRuntime) noteWeakMutation(this, key goja.Value) {
 // gives the calls of more than one actor tree: a context or an event
 // (cached), a call's argument object, an actor ref.
 func hostObject(o *goja.Object) bool {
-	switch o.Export().(type) {
-	case *ctxObj, *argsObj, *selfObj:
+	switch o.ExportType() { // not Export, which would read a plain object all
+	case ctxObjType, argsObjType, selfObjType:
 		return true
 	}
 	return false

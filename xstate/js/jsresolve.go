@@ -3,6 +3,8 @@ package js
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"unsafe"
 
 	"github.com/dop251/goja"
 
@@ -33,9 +35,24 @@ func fnLabel(kind string, f *jsFn, name string) string {
 }
 
 // paramsJS converts params: nil is undefined, as XState passes for none.
+//
+// Params that are a Go map or slice (a config's static params, or those a
+// check() names) are given frozen, and the conversion is kept for the
+// calls of every actor tree: params are the machine's, made as it loaded
+// (in XState every actor gets the config's very object). A params
+// function's result stays the object it returned (jsLazy).
 func (rt *jsRuntime) paramsJS(p any) goja.Value {
-	if p == nil {
+	switch x := p.(type) {
+	case nil:
 		return goja.Undefined()
+	case map[string]any:
+		if len(x) > 0 {
+			return rt.frozenJS(reflect.ValueOf(x).UnsafePointer(), x)
+		}
+	case []any:
+		if len(x) > 0 {
+			return rt.frozenJS(unsafe.Pointer(unsafe.SliceData(x)), x)
+		}
 	}
 	return rt.toJS(p)
 }

@@ -121,11 +121,11 @@ type jsRuntime struct {
 	// be neither frozen nor watched: the runtime then serves one step.
 	stateful string
 	root     *interp.Actor
-	// staticJSs are the frozen conversions of the module's statics;
-	// shared the objects the runtime gives the calls of more than one
-	// actor tree (those, and the events without data).
-	staticJSs map[unsafe.Pointer]goja.Value
-	shared    map[*goja.Object]bool
+	// staticJSs are the frozen conversions of the module's statics,
+	// frozenIDs and oldFrozenIDs those of params (see paramsJS): both kept
+	// for every actor tree.
+	staticJSs               map[unsafe.Pointer]goja.Value
+	frozenIDs, oldFrozenIDs map[unsafe.Pointer]idEntry
 	// rxCache holds the regular expressions compiled for RegExp objects
 	// (jsregexp.go), by object.
 	rxCache map[*goja.Object]*boundedRegExp
@@ -330,29 +330,53 @@ func (rt *jsRuntime) staticJS(p unsafe.Pointer, v any) goja.Value {
 	if js, ok := rt.staticJSs[p]; ok {
 		return js
 	}
-	var js goja.Value
-	switch x := v.(type) {
-	case map[string]any:
-		o := rt.vm.NewObject()
-		for _, k := range slices.Sorted(maps.Keys(x)) {
-			setOwn(o, k, rt.toJS(x[k]))
-		}
-		js = o
-	case []any:
-		items := make([]any, len(x))
-		for i, e := range x {
-			items[i] = rt.toJS(e)
-		}
-		js = rt.vm.NewArray(items...)
-	}
-	if _, err := rt.hardener.freeze(goja.Undefined(), js); err != nil {
-		return nil
-	}
-	rt.shared[js.(*goja.Object)] = true
+	js := rt.frozenConvert(v)
 	if rt.staticJSs == nil {
 		rt.staticJSs = map[unsafe.Pointer]goja.Value{}
 	}
 	rt.staticJSs[p] = js
+	return js
+}
+
+// frozenJS is a frozen conversion of a Go map or slice (at p), made once
+// and kept by the runtime (two generations of maxIDs, as ids), for every
+// actor tree: code can change nothing of it.
+func (rt *jsRuntime) frozenJS(p unsafe.Pointer, v any) goja.Value {
+	if e, ok := rt.frozenIDs[p]; ok {
+		return e.js
+	}
+	if e, ok := rt.oldFrozenIDs[p]; ok {
+		return e.js
+	}
+	js := rt.frozenConvert(v)
+	if rt.frozenIDs == nil || len(rt.frozenIDs) >= maxIDs {
+		rt.oldFrozenIDs = rt.frozenIDs
+		rt.frozenIDs = make(map[unsafe.Pointer]idEntry, maxIDs)
+	}
+	rt.frozenIDs[p] = idEntry{goVal: v, js: js} // goVal keeps p's value alive
+	return js
+}
+
+// frozenConvert converts a JSON-like Go value to JavaScript, every object
+// and array in it new and frozen.
+func (rt *jsRuntime) frozenConvert(v any) goja.Value {
+	var js *goja.Object
+	switch x := v.(type) {
+	case map[string]any:
+		js = rt.vm.NewObject()
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			setOwn(js, k, rt.frozenConvert(x[k]))
+		}
+	case []any:
+		items := make([]any, len(x))
+		for i, e := range x {
+			items[i] = rt.frozenConvert(e)
+		}
+		js = rt.vm.NewArray(items...)
+	default:
+		return rt.toJS(v)
+	}
+	_, _ = rt.hardener.freeze(goja.Undefined(), js)
 	return js
 }
 
@@ -543,7 +567,7 @@ func (m *jsModule) put(rt *jsRuntime) {
 func (m *jsModule) newRuntime(ctx context.Context) (*jsRuntime, []any, error) {
 	vm := goja.New()
 	vm.SetMaxCallStackSize(maxCallStack)
-	rt := &jsRuntime{mod: m, vm: vm, loading: true, atLoad: map[*goja.Object]*loaded{}, shared: map[*goja.Object]bool{}, stop: make(chan struct{})}
+	rt := &jsRuntime{mod: m, vm: vm, loading: true, atLoad: map[*goja.Object]*loaded{}, stop: make(chan struct{})}
 	m.mu.Lock()
 	m.all = append(m.all, rt)
 	if ctx.Done() != nil {
@@ -845,14 +869,14 @@ func (rt *jsRuntime) toJS(v any) goja.Value {
 	case bool, string, float64, int, int64:
 		return vm.ToValue(x)
 	case map[string]any:
-		if js := rt.staticMap(x); js != nil {
-			return js
-		}
 		if js := rt.cached(x); js != nil {
 			return js
 		}
 		if ref := rt.revive(x); ref != nil {
 			return ref
+		}
+		if js := rt.staticMap(x); js != nil {
+			return js
 		}
 		o := vm.NewObject()
 		var buf [16]string
@@ -867,10 +891,10 @@ func (rt *jsRuntime) toJS(v any) goja.Value {
 		rt.remember(x, o)
 		return o
 	case []any:
-		if js := rt.staticSlice(x); js != nil {
+		if js := rt.cached(x); js != nil {
 			return js
 		}
-		if js := rt.cached(x); js != nil {
+		if js := rt.staticSlice(x); js != nil {
 			return js
 		}
 		items := make([]any, len(x))
@@ -1325,10 +1349,7 @@ func (rt *jsRuntime) eventJS(ev interp.Event) goja.Value {
 			}
 		}
 		v := rt.eventObj(ev)
-		var c *ctxObj
-		if o, ok := v.(*goja.Object); ok {
-			c, _ = o.Export().(*ctxObj)
-		}
+		c := asCtxObj(v)
 		if rt.events == nil || len(rt.events) > 1024 {
 			rt.events = map[string]idEntry{}
 		}
@@ -1343,8 +1364,7 @@ func (rt *jsRuntime) eventJS(ev interp.Event) goja.Value {
 		}
 	}
 	v := rt.eventObj(ev)
-	c, _ := v.(*goja.Object).Export().(*ctxObj)
-	rt.rememberCtx(ev.Data, v, c)
+	rt.rememberCtx(ev.Data, v, asCtxObj(v))
 	return v
 }
 
