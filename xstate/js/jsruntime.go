@@ -84,13 +84,15 @@ type jsRuntime struct {
 	// calls counts the top-level calls begun and ended: it is odd while
 	// one runs. The rest is the watchdog's, under the module's lock: the
 	// call it saw (seen) and since when, the heap the call counts from
-	// (base) and the collections completed then (gcs); whether it
+	// (base), the collections completed then (gcs) and the heap's goal;
+	// whether it
 	// interrupted the runtime, which is then not used again; and the
 	// context of the step the runtime is lent for (nil when none).
 	calls       atomic.Uint64
 	seen        uint64
 	since       time.Time
 	base, gcs   uint64
+	goal        uint64 // the collector's heap goal when the call was first seen
 	interrupted bool
 	tookTooMuch bool // it was interrupted for its memory
 	ctx         context.Context

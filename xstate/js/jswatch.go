@@ -86,6 +86,7 @@ type watchdog struct {
 	prevObjects uint64
 	prevLive    uint64
 	prevGCs     uint64 // collections completed as of the previous tick
+	prevGoal    uint64 // the heap's goal as of the previous tick
 }
 
 func newWatchdog(timeout time.Duration, budget int64) *watchdog {
@@ -121,7 +122,7 @@ func (m *jsModule) watch() {
 // run is the watchdog goroutine.
 func (d *watchdog) run() {
 	metrics.Read(d.samples)
-	d.prevObjects, d.prevLive, d.prevGCs = d.samples[0].Value.Uint64(), d.samples[1].Value.Uint64(), d.samples[2].Value.Uint64()
+	d.prevObjects, d.prevLive, d.prevGCs, d.prevGoal = d.samples[0].Value.Uint64(), d.samples[1].Value.Uint64(), d.samples[2].Value.Uint64(), d.samples[3].Value.Uint64()
 	t := time.NewTicker(d.tick)
 	defer t.Stop()
 	var mods []*jsModule
@@ -163,7 +164,7 @@ func (d *watchdog) run() {
 				d.confirm(slices.Clone(heavy))
 			}()
 		}
-		d.prevObjects, d.prevLive, d.prevGCs = h.objects, h.live, h.gcs
+		d.prevObjects, d.prevLive, d.prevGCs, d.prevGoal = h.objects, h.live, h.gcs, h.goal
 		d.mu.Lock()
 		if len(d.mods) == 0 {
 			d.running = false
@@ -209,7 +210,7 @@ func (d *watchdog) look(m *jsModule, now time.Time, h heap, heavy *[]*jsRuntime)
 		busy = true
 		if c != rt.seen {
 			// A call first seen: it began after the previous tick.
-			rt.seen, rt.since, rt.base, rt.gcs = c, now, d.callBase(), d.prevGCs
+			rt.seen, rt.since, rt.base, rt.gcs, rt.goal = c, now, d.callBase(), d.prevGCs, d.prevGoal
 			continue
 		}
 		switch {
@@ -220,18 +221,20 @@ func (d *watchdog) look(m *jsModule, now time.Time, h heap, heavy *[]*jsRuntime)
 			rt.interrupt(context.Cause(rt.ctx))
 		case d.budget > 0 && h.gcs > rt.gcs && h.live > rt.base+d.budget:
 			rt.interrupt(ErrMemory)
-		case d.budget > 0 && h.objects > max(rt.base+d.budget+d.budget/2, satAdd(h.goal, d.budget)):
-			// Past one and a half budgets, and past the heap's goal by a
-			// budget: the collector lets garbage, the call's or other
-			// goroutines', grow the heap up to its goal before it collects
-			// (and then stops who allocates faster than it collects), so a
-			// heap that far past it has grown in a few huge allocations,
-			// faster than any collection: waiting for one to confirm would
-			// let a call that doubles what it holds at every step
-			// (s = s + s) take gigabytes meanwhile. (Past its start by one
-			// and a half budgets only, a busy process's garbage, with a
-			// goal far above the call's start, would interrupt a call that
-			// took nothing.)
+		case d.budget > 0 && h.objects > max(rt.base+d.budget+d.budget/2, satAdd(rt.goal, d.budget)):
+			// Past one and a half budgets, and past the heap's goal when
+			// the call began by a budget: the collector lets garbage, the
+			// call's or other goroutines', grow the heap up to its goal
+			// before it collects (and then stops who allocates faster than
+			// it collects), so a heap that far past it has grown in a few
+			// huge allocations, faster than any collection: waiting for one
+			// to confirm would let a call that doubles what it holds at
+			// every step (s = s + s) take gigabytes meanwhile. (Past its
+			// start by one and a half budgets only, a busy process's
+			// garbage, with a goal far above the call's start, would
+			// interrupt a call that took nothing; past the goal as it is
+			// now, the doubling call, which raises the goal with every
+			// collection, would go on.)
 			rt.interrupt(ErrMemory)
 		case d.budget > 0 && h.objects > rt.base+d.budget:
 			*heavy = append(*heavy, rt)
