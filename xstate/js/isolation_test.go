@@ -136,3 +136,20 @@ func TestBuiltinsFrozenAtLoad(t *testing.T) {
 		t.Fatalf("err = %v; want a load error, naming the file, for changing a built-in", err)
 	}
 }
+
+// TestEngineFailureIsAnError checks that a panic of the JavaScript engine
+// itself (goja's, on `arguments` in an arrow function of a function
+// declared in a block) fails the call, as an error, rather than the
+// process, and that the runtime is not used again.
+func TestEngineFailureIsAnError(t *testing.T) {
+	rt := sandboxRuntime(t)
+	_, err := eval(rt, "function args() { return (() => arguments.length)(); } args(1, 2);")
+	if !errors.Is(err, ErrEngine) {
+		t.Fatalf("err = %v; want the engine's failure", err)
+	}
+	rt.mod.mu.Lock()
+	defer rt.mod.mu.Unlock()
+	if !rt.interrupted {
+		t.Error("the runtime would be used again")
+	}
+}

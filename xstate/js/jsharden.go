@@ -814,11 +814,3 @@ func (rt *jsRuntime) forget() {
 	rt.rxCache = nil
 	rt.lastSubject = nil
 }
-
-func anys(vs []goja.Value) []any {
-	out := make([]any, len(vs))
-	for i, v := range vs {
-		out[i] = v
-	}
-	return out
-}

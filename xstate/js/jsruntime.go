@@ -711,9 +711,23 @@ func (rt *jsRuntime) leave(top bool, err *error) {
 			*err = &jsError{msg: "Maximum call stack size exceeded", cause: so}
 			return
 		}
-		panic(r)
+		if !top {
+			panic(r) // on to the top-level call
+		}
+		// A panic of goja's own (a bug of the engine: goja v0.0.0-20260917
+		// indexes out of range on `arguments` in an arrow function):
+		// the call fails, and the runtime, in a state no one knows, is
+		// not used again.
+		rt.mod.mu.Lock()
+		rt.interrupted = true
+		rt.mod.mu.Unlock()
+		*err = fmt.Errorf("%w: %v", ErrEngine, r)
 	}
 }
+
+// ErrEngine is wrapped by the error of a call that the JavaScript engine
+// itself failed (a panic in goja).
+var ErrEngine = errors.New("the JavaScript engine failed")
 
 // call calls a JS function with Go arguments converted to JS.
 func (rt *jsRuntime) call(fn goja.Value, what string, args ...goja.Value) (goja.Value, error) {

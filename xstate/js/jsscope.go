@@ -44,13 +44,12 @@ type helperNames struct {
 	loading         string // true while the module loads
 	reader          string // registers a reader (see instrument)
 	index           string // a reader's parameter
-	endLoad         string // the function that clears loading
 	exports         string // the variable the bundle's exports go in
 }
 
 func newHelperNames(tag string) helperNames {
 	p := "__sg" + tag + "_"
-	return helperNames{spread: p + "spread", spread1: p + "spread1", loading: p + "loading", reader: p + "read", index: p + "i", endLoad: p + "loaded", exports: p + "module"}
+	return helperNames{spread: p + "spread", spread1: p + "spread1", loading: p + "loading", reader: p + "read", index: p + "i", exports: p + "module"}
 }
 
 // instrumented is the module's code made into the function the host calls
@@ -241,14 +240,6 @@ func (a *analyzer) newScope(parent *scope, fn *fnInfo, isFn bool) *scope {
 		fn.scope = s
 	}
 	a.scopes = append(a.scopes, s)
-	return s
-}
-
-// fnScope is the scope of the function s is in, where var declarations go.
-func fnScope(s *scope) *scope {
-	for !s.isFn {
-		s = s.parent
-	}
 	return s
 }
 
