@@ -56,6 +56,7 @@ func TestInstancesDoNotSeeEachOther(t *testing.T) {
 		{"an event object kept by the runtime", interp.Event{Type: "PROBE"}, false, interp.Event{Type: "PROBE"}, "marked", false, false},
 		{"a WeakSet made at load, of an object the runtime keeps", interp.Event{Type: "TAG"}, false, interp.Event{Type: "TAG"}, "marked", false, true},
 		{"static params", interp.Event{Type: "BUMP"}, true, interp.Event{Type: "BUMP"}, "", true, false},
+		{"what a bound function made at load keeps", interp.Event{Type: "SCRIBBLE"}, true, interp.Event{Type: "NOTE"}, "marked", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, mod := tenants(t)

@@ -470,7 +470,7 @@ func (rt *jsRuntime) kindOf(v goja.Value) string {
 		"nativeFuncObject", "wrappedFuncObject", "templatedObject", "templatedFuncObject", "templatedArrayObject":
 		return ""
 	case "boundFuncObject":
-		return "" // what it binds was given to bind while the module loaded (installBind)
+		return "" // what it binds was noted as bind was called at load (recordBind)
 	case "mapObject":
 		return "map"
 	case "setObject":
@@ -604,6 +604,8 @@ func (rt *jsRuntime) hardenLoaded(roots []goja.Value) (string, error) {
 		}
 	}
 	rt.readers = nil
+	all = append(all, rt.bound...)
+	rt.bound = nil
 	seen, reason, err := rt.hardener.walk(all, rt.intrinsics, nil, false)
 	if err != nil {
 		return "", err
@@ -746,6 +748,23 @@ func hostObject(o *goja.Object) bool {
 		return true
 	}
 	return false
+}
+
+// recordBind wraps Function.prototype.bind: while the module loads, what
+// a bound function keeps (its target, its this and its arguments, which
+// no property leads to) is noted, to be frozen with the rest.
+func (x *sandbox) recordBind() error {
+	fp, err := x.object("Function.prototype")
+	if err != nil {
+		return err
+	}
+	return x.method(fp, "bind", func(orig goja.Callable, call goja.FunctionCall) goja.Value {
+		if x.rt.loading {
+			x.rt.bound = append(x.rt.bound, call.This)
+			x.rt.bound = append(x.rt.bound, call.Arguments...)
+		}
+		return invoke(orig, call.This, call.Arguments...)
+	})
 }
 
 // guardMutators wraps the mutators of Map, Set, WeakMap, WeakSet and Date.

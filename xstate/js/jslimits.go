@@ -103,7 +103,7 @@ type sandbox struct {
 // installLimits bounds the built-ins of a runtime (see sandboxLimits).
 func (rt *jsRuntime) installLimits() error {
 	x := &sandbox{rt: rt, vm: rt.vm, lim: rt.mod.limits}
-	for _, f := range []func() error{x.strings, x.regexps, x.arrays, x.functions, x.objects, x.json, x.typedArrays, x.codeFromStrings, x.noBigInt, x.guardMutators} {
+	for _, f := range []func() error{x.strings, x.regexps, x.arrays, x.functions, x.objects, x.json, x.typedArrays, x.codeFromStrings, x.noBigInt, x.guardMutators, x.recordBind} {
 		if err := f(); err != nil {
 			return err
 		}

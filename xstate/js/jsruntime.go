@@ -110,6 +110,7 @@ type jsRuntime struct {
 	intrinsics map[*goja.Object]bool // frozen before the module ran
 	loading    bool
 	readers    []reader
+	bound      []goja.Value // what bind was given while the module loaded
 	watched    []watchedVar
 	regexps    []watchedRegExp
 	// atLoad are the objects made at load whose state freezing does not

@@ -8,6 +8,8 @@ let lastUser = null;
 const seen = new Map();
 const config = { limit: 3 };
 const tagged = new WeakSet();
+// An object no property leads to, but a bound function keeps.
+const note = (function () { return this; }).bind({ text: 'as loaded' });
 
 // A deep merge, as naive as many: a "__proto__" key in its source walks
 // into Object.prototype.
@@ -67,6 +69,8 @@ export default setup({
           { guard: ({ event }) => tagged.has(event), target: 'marked' },
           { actions: ({ event }) => { tagged.add(event); } },
         ],
+        SCRIBBLE: { actions: () => { note().text = 'scribbled'; } },
+        NOTE: { guard: () => note().text !== 'as loaded', target: 'marked' },
         // Static params are the module's, made at load: frozen.
         BUMP: { actions: { type: 'bump', params: { n: 1 } } },
         GLOBALS: {
