@@ -2,6 +2,7 @@ package xstate
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -242,7 +243,7 @@ func checkFile(l *Loader, file, dir string) CheckResult {
 	var warns []Diagnostic
 	root, err := OpenRoot(dir)
 	if err == nil {
-		m, warns, err = l.loadIn(root, file)
+		m, warns, err = l.loadIn(context.Background(), root, file)
 	}
 	res.Diags = append(res.Diags, warns...)
 	if err != nil {

@@ -1,6 +1,7 @@
 package xstate
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -45,6 +46,16 @@ type Modules interface {
 	LoadImplementations(root *Root, file string) (interp.Implementations, error)
 }
 
+// ContextModules are Modules whose loads a context bounds: a module's
+// top-level code stops when the context ends, and the load fails with an
+// error that says so. Loader.LoadContext uses them when its Modules are
+// (package xstate/js's Host is).
+type ContextModules interface {
+	Modules
+	LoadMachineContext(ctx context.Context, root *Root, file string, base interp.Implementations) (*interp.Machine, []Diagnostic, error)
+	LoadImplementationsContext(ctx context.Context, root *Root, file string) (interp.Implementations, error)
+}
+
 // ErrNoMachine is wrapped by the error of a module that exports no
 // machine: a helper module that machines import, rather than a machine
 // with an error.
@@ -80,14 +91,22 @@ func ImplementationsFile(machineFile string) string {
 // Root): a file that is not regular, too large, nested too deeply, or
 // outside the root fails to load, with an error that names it.
 func (l *Loader) Load(path string) (*interp.Machine, []Diagnostic, error) {
+	return l.LoadContext(context.Background(), path)
+}
+
+// LoadContext is Load bounded by ctx: when ctx ends, the JS or TS
+// modules loading (a machine, or the implementations beside a JSON
+// machine) stop, if the Loader's Modules are ContextModules, and the load
+// fails. A reload can so be abandoned, at shutdown.
+func (l *Loader) LoadContext(ctx context.Context, path string) (*interp.Machine, []Diagnostic, error) {
 	root, err := l.root(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	return l.loadIn(root, path)
+	return l.loadIn(ctx, root, path)
 }
 
-func (l *Loader) loadIn(root *Root, path string) (*interp.Machine, []Diagnostic, error) {
+func (l *Loader) loadIn(ctx context.Context, root *Root, path string) (*interp.Machine, []Diagnostic, error) {
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".json":
 		cfg, err := readConfig(root, path)
@@ -96,7 +115,7 @@ func (l *Loader) loadIn(root *Root, path string) (*interp.Machine, []Diagnostic,
 		}
 		impl := interp.Implementations{}
 		if f := ImplementationsFile(path); f != "" {
-			if impl, err = l.loadImplementationsIn(root, f); err != nil {
+			if impl, err = l.loadImplementationsIn(ctx, root, f); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -105,7 +124,7 @@ func (l *Loader) loadIn(root *Root, path string) (*interp.Machine, []Diagnostic,
 		if _, err := os.Stat(path); err != nil {
 			return nil, nil, err
 		}
-		return l.loadModuleIn(root, path)
+		return l.loadModuleIn(ctx, root, path)
 	}
 	return nil, nil, &LoadError{File: path, Diags: []Diagnostic{{File: path, Msg: "not a machine file (.json, .js, .mjs, .ts or .mts)"}}}
 }
@@ -116,12 +135,15 @@ func (l *Loader) LoadModule(file string) (*interp.Machine, []Diagnostic, error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	return l.loadModuleIn(root, file)
+	return l.loadModuleIn(context.Background(), root, file)
 }
 
-func (l *Loader) loadModuleIn(root *Root, file string) (*interp.Machine, []Diagnostic, error) {
+func (l *Loader) loadModuleIn(ctx context.Context, root *Root, file string) (*interp.Machine, []Diagnostic, error) {
 	if l.Modules == nil {
 		return nil, nil, noModules(file)
+	}
+	if cm, ok := l.Modules.(ContextModules); ok {
+		return cm.LoadMachineContext(ctx, root, file, l.withRegistry(interp.Implementations{}))
 	}
 	return l.Modules.LoadMachine(root, file, l.withRegistry(interp.Implementations{}))
 }
@@ -133,12 +155,15 @@ func (l *Loader) LoadImplementations(file string) (interp.Implementations, error
 	if err != nil {
 		return interp.Implementations{}, err
 	}
-	return l.loadImplementationsIn(root, file)
+	return l.loadImplementationsIn(context.Background(), root, file)
 }
 
-func (l *Loader) loadImplementationsIn(root *Root, file string) (interp.Implementations, error) {
+func (l *Loader) loadImplementationsIn(ctx context.Context, root *Root, file string) (interp.Implementations, error) {
 	if l.Modules == nil {
 		return interp.Implementations{}, noModules(file)
+	}
+	if cm, ok := l.Modules.(ContextModules); ok {
+		return cm.LoadImplementationsContext(ctx, root, file)
 	}
 	return l.Modules.LoadImplementations(root, file)
 }

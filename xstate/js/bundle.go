@@ -19,9 +19,6 @@ import (
 //go:embed shim.js
 var shimSource string
 
-// bundleGlobal is the global the bundled module's exports are put in.
-const bundleGlobal = "__sgModule"
-
 // bundled is a module bundled for goja.
 type bundled struct {
 	code  string
@@ -56,7 +53,10 @@ const tsconfig = `{"compilerOptions": {"verbatimModuleSyntax": true}}`
 // stategate's shim. Every file is read by the plugin, through root
 // (ReadFile's rules, and only files inside the root): esbuild reads none
 // itself. It also returns the files it read.
-func bundle(file string, root *xstate.Root) (*bundled, []xstate.Diagnostic) {
+//
+// The exports go in a variable named exports (esbuild's global name; the
+// code is compiled into a function, where it is a local: see instrument).
+func bundle(file string, root *xstate.Root, exports string) (*bundled, []xstate.Diagnostic) {
 	out := &bundled{}
 	wd, err := os.Getwd()
 	if err != nil {
@@ -103,7 +103,7 @@ func bundle(file string, root *xstate.Root) (*bundled, []xstate.Diagnostic) {
 		Bundle:        true,
 		Write:         false,
 		Format:        api.FormatIIFE,
-		GlobalName:    bundleGlobal,
+		GlobalName:    exports,
 		Platform:      api.PlatformNeutral,
 		Target:        api.ES2017,
 		Charset:       api.CharsetUTF8,

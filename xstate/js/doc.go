@@ -12,7 +12,17 @@
 //     functions made into interp guards, actions, expressions and actor
 //     logic, and the values that cross between Go and JavaScript
 //     converted once;
-//   - the sandbox: a watchdog that interrupts a call past its time limit
-//     or its memory budget, and built-ins bounded in what they make (no
-//     file, network or timer access; Intl.NumberFormat for en-US).
+//   - the sandbox: a watchdog that interrupts a call past its time limit,
+//     its memory budget or its step's end, built-ins bounded in what they
+//     make, and regular expressions matched by the sandbox under the same
+//     bounds (no file, network or timer access; Intl.NumberFormat for
+//     en-US);
+//   - the walls between instances: every event sees a module as it was
+//     right after it loaded (the built-ins frozen before it runs, what it
+//     made at load frozen after, the variables and collections it changes
+//     put back when the event's runtime is released), and no host helper
+//     is a global (jsharden.go, jsscope.go).
+//
+// It knows nothing of instances, stores or MCP: a step's actor tree and
+// context come from interp, which runs the machines.
 package js

@@ -57,9 +57,40 @@ func (rt *jsRuntime) contextJS(ctx any) goja.Value {
 	if js := rt.cached(m); js != nil {
 		return js
 	}
-	o := rt.vm.NewDynamicObject(&ctxObj{rt: rt, m: m, owner: rt.owner})
-	rt.remember(m, o)
+	c := &ctxObj{rt: rt, m: m, owner: rt.owner}
+	o := rt.vm.NewDynamicObject(c)
+	rt.rememberCtx(m, o, c)
 	return o
+}
+
+// asCtxObj returns the context or event object v is, or nil (by its
+// type: Export of a plain object would read it all).
+func asCtxObj(v goja.Value) *ctxObj {
+	if o, ok := v.(*goja.Object); ok && o.ExportType() == ctxObjType {
+		return o.Export().(*ctxObj)
+	}
+	return nil
+}
+
+// renew undoes what code did to the object, for the calls of another
+// actor tree (cached): the properties it set or deleted go, and the
+// objects it read are converted again (code may have changed them).
+// The object itself, which both trees then got, can be told apart by
+// neither: it has no state of its own, and one made at load cannot hold
+// it across events (see noteWeakMutation for the WeakMaps).
+func (c *ctxObj) renew() {
+	c.set, c.deleted = nil, nil
+	// The values read that are primitives stay: code cannot change one.
+	n := 0
+	for i := range c.nMemo {
+		if _, isObj := c.memo[i].v.(*goja.Object); !isObj {
+			c.memo[n] = c.memo[i]
+			n++
+		}
+	}
+	clear(c.memo[n:])
+	c.nMemo = n
+	c.owner = c.rt.owner
 }
 
 // eventObj gives JavaScript code an event: a ctxObj over its data, with

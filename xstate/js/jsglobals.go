@@ -14,6 +14,20 @@ import (
 // becomes its ISO string, as in a context), queueMicrotask and
 // performance.now. Timers (setTimeout) are left out on purpose: a machine
 // waits with its own delays, which the server stores.
+//
+// Time and chance in machines' code are the host's, not the engine's
+// clock: Date.now() and new Date() read the wall clock (time.Now: goja's
+// default time source), Math.random() is goja's default source (the
+// process's math/rand generator, seeded at random), crypto.randomUUID()
+// reads crypto/rand, and performance.now() counts milliseconds (to the
+// microsecond) since the Host was first used, the same clock for every
+// runtime of its modules (so it never goes back between calls). None is
+// deterministic: XState's, on Node, are not either, and stategate stores
+// what a step computed, so a step is never replayed to recompute it (an
+// event that meets a conflicting save runs again, and may see other
+// values). A machine whose behaviour must be reproducible takes the time
+// from its event or its input, and waits with its own delays, whose clock
+// is the engine's (a simulated one under trace and bench).
 func (rt *jsRuntime) installGlobals() error {
 	vm := rt.vm
 	crypto := vm.NewObject()
@@ -39,6 +53,9 @@ func (rt *jsRuntime) installGlobals() error {
 		return err
 	}
 	start := time.Now()
+	if rt.mod.clock != nil {
+		start = rt.mod.clock.start
+	}
 	perf := vm.NewObject()
 	if err := perf.Set("now", func(goja.FunctionCall) goja.Value {
 		return vm.ToValue(float64(time.Since(start).Microseconds()) / 1000)
@@ -51,3 +68,6 @@ func (rt *jsRuntime) installGlobals() error {
 	_, err := vm.RunString(`globalThis.queueMicrotask = (fn) => { Promise.resolve().then(() => fn()); };`)
 	return err
 }
+
+// hostClock is when a Host was first used: performance.now counts from it.
+type hostClock struct{ start time.Time }

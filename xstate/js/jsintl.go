@@ -278,7 +278,7 @@ func (rt *jsRuntime) installIntl() error {
 				panic(obj)
 			}
 		}
-		panic(vm.NewGoError(err))
+		panic(rt.newError(err.Error()))
 	}
 	toNumber := func(v goja.Value) float64 {
 		if v == nil || goja.IsUndefined(v) {

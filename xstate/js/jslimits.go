@@ -71,8 +71,12 @@ func limitsFor(budget int64) sandboxLimits {
 }
 
 // rangeError makes a RangeError with a message, to throw into code.
-func (rt *jsRuntime) rangeError(msg string) goja.Value {
-	if ctor, ok := goja.AssertConstructor(rt.vm.Get("RangeError")); ok {
+func (rt *jsRuntime) rangeError(msg string) goja.Value { return rt.jsError("RangeError", msg) }
+
+// jsError makes an error of a global error constructor (RangeError,
+// SyntaxError) with a message, to throw into code.
+func (rt *jsRuntime) jsError(ctorName, msg string) goja.Value {
+	if ctor, ok := goja.AssertConstructor(rt.vm.Get(ctorName)); ok {
 		if o, err := ctor(nil, rt.vm.ToValue(msg)); err == nil {
 			return o
 		}
@@ -88,12 +92,18 @@ type sandbox struct {
 	// replace is RegExp.prototype[Symbol.replace] as goja has it, which
 	// counts matches.
 	replace goja.Callable
+	// The regular expressions' (jsregexp.go): RegExp.prototype's source
+	// and flags getters, the RegExp constructor, the sandbox's exec, and
+	// the prototype of the iterators of matchAll.
+	source, flags      goja.Callable
+	regExpCtor, execFn *goja.Object
+	iterProto          *goja.Object
 }
 
 // installLimits bounds the built-ins of a runtime (see sandboxLimits).
 func (rt *jsRuntime) installLimits() error {
 	x := &sandbox{rt: rt, vm: rt.vm, lim: rt.mod.limits}
-	for _, f := range []func() error{x.strings, x.regexps, x.arrays, x.functions, x.objects, x.json, x.typedArrays, x.codeFromStrings, x.noBigInt} {
+	for _, f := range []func() error{x.strings, x.regexps, x.arrays, x.functions, x.objects, x.json, x.typedArrays, x.codeFromStrings, x.noBigInt, x.guardMutators, x.recordBind} {
 		if err := f(); err != nil {
 			return err
 		}
@@ -407,8 +417,14 @@ func (x *sandbox) regexps() error {
 		return fmt.Errorf("RegExp.prototype[Symbol.replace] is not a function")
 	}
 	x.replace = replace
+	if err := x.installRegExps(proto); err != nil {
+		return err
+	}
+	// goja's replace, match and search, made to match through exec
+	// (markChanged).
 	if err := x.symMethod(proto, goja.SymReplace, "[Symbol.replace]", func(orig goja.Callable, call goja.FunctionCall) goja.Value {
 		rx, s, r := call.This, x.str(call.Argument(0)), call.Argument(1)
+		markChanged(rx)
 		if fn, ok := goja.AssertFunction(r); ok {
 			return invoke(orig, rx, s, x.boundedReplacer(fn, strlen(s)))
 		}
@@ -428,16 +444,17 @@ func (x *sandbox) regexps() error {
 	}); err != nil {
 		return err
 	}
-	if err := x.symMethod(proto, goja.SymSplit, "[Symbol.split]", func(orig goja.Callable, call goja.FunctionCall) goja.Value {
-		rx := call.This
-		return x.split(orig, x.str(call.Argument(0)), call.Argument(1), func(s, limit goja.Value) goja.Value { return invoke(orig, rx, s, limit) })
+	if err := x.symMethod(proto, goja.SymSearch, "[Symbol.search]", func(orig goja.Callable, call goja.FunctionCall) goja.Value {
+		markChanged(call.This)
+		return invoke(orig, call.This, call.Arguments...)
 	}); err != nil {
 		return err
 	}
 	// A global match makes one element per match: a long string is counted
 	// first.
-	matches := func(orig goja.Callable, call goja.FunctionCall) goja.Value {
+	return x.symMethod(proto, goja.SymMatch, "[Symbol.match]", func(orig goja.Callable, call goja.FunctionCall) goja.Value {
 		rx, s := call.This, x.str(call.Argument(0))
+		markChanged(rx)
 		if strlen(s)+1 > x.lim.maxElements {
 			n := int64(0)
 			x.eachMatch(rx, s, func([]goja.Value) {
@@ -447,11 +464,7 @@ func (x *sandbox) regexps() error {
 			})
 		}
 		return invoke(orig, rx, s)
-	}
-	if err := x.symMethod(proto, goja.SymMatch, "[Symbol.match]", matches); err != nil {
-		return err
-	}
-	return x.symMethod(proto, goja.SymMatchAll, "[Symbol.matchAll]", matches)
+	})
 }
 
 // eachMatch calls f with what a replace function would get for each match
@@ -464,6 +477,7 @@ func (x *sandbox) eachMatch(rx, s goja.Value, f func(args []goja.Value)) {
 	}
 	last := o.Get("lastIndex")
 	empty := x.vm.ToValue("")
+	markChanged(rx)
 	invoke(x.replace, rx, s, x.vm.ToValue(func(call goja.FunctionCall) goja.Value {
 		f(call.Arguments)
 		return empty

@@ -1,6 +1,9 @@
 package js
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -40,15 +43,19 @@ type Host struct {
 	// error at Error, debug and trace at Debug); nil discards it.
 	Console *slog.Logger
 
-	once    sync.Once
-	prelude *goja.Program
-	err     error
+	once       sync.Once
+	prelude    *goja.Program
+	hardenProg *goja.Program
+	names      helperNames // the names the modules' code gives the host's helpers
+	plan       hardenPlan  // how to freeze the intrinsics of a runtime
+	clock      *hostClock  // performance.now's, shared by the runtimes
+	err        error
 
 	dogOnce sync.Once
 	dog     *watchdog // bounds the JavaScript of the host's modules
 }
 
-var _ xstate.Modules = (*Host)(nil)
+var _ xstate.ContextModules = (*Host)(nil)
 
 // watchdog returns the host's watchdog, made with its settings as they
 // are at the first module's load.
@@ -71,9 +78,10 @@ func (h *Host) timeout() time.Duration {
 	return DefaultTimeout
 }
 
-// preludeProgram compiles the shim as a script that publishes its API as
-// the global __sgXState (enqueueActions makes actions with it).
-func (h *Host) preludeProgram() (*goja.Program, error) {
+// setup compiles, once per host, the shim as a script whose value is its
+// API (enqueueActions makes actions with it) and the hardener's script,
+// and names the helpers the modules' code is given.
+func (h *Host) setup() error {
 	h.once.Do(func() {
 		res := api.Transform(shimSource, api.TransformOptions{
 			Format: api.FormatIIFE, GlobalName: "__sgXState", Target: api.ES2017, Loader: api.LoaderJS,
@@ -82,29 +90,50 @@ func (h *Host) preludeProgram() (*goja.Program, error) {
 			h.err = fmt.Errorf("the xstate shim: %s", res.Errors[0].Text)
 			return
 		}
-		h.prelude, h.err = goja.Compile("xstate-shim.js", string(res.Code), false)
+		// A function's variable, not a global: the script's value is the API.
+		shim := "(() => {\n" + string(res.Code) + "\nreturn __sgXState;\n})()"
+		if h.prelude, h.err = goja.Compile("xstate-shim.js", shim, false); h.err != nil {
+			return
+		}
+		if h.hardenProg, h.err = goja.Compile("stategate-harden.js", hardenSource, true); h.err != nil {
+			return
+		}
+		var tag [8]byte
+		_, _ = rand.Read(tag[:])
+		h.names = newHelperNames(hex.EncodeToString(tag[:]))
+		h.clock = &hostClock{start: time.Now()}
 	})
-	return h.prelude, h.err
+	return h.err
 }
 
 // loadModule bundles and evaluates a module, its files read in root, and
-// returns it with its roots described as Go values.
-func (h *Host) loadModule(root *xstate.Root, file string, roots func(*goja.Runtime, *goja.Object) ([]goja.Value, error)) (*jsModule, []any, error) {
-	b, diags := bundle(file, root)
+// returns it with its roots described as Go values; ctx bounds its
+// top-level code, as the time and memory limits do.
+func (h *Host) loadModule(ctx context.Context, root *xstate.Root, file string, roots func(*goja.Runtime, *goja.Object) ([]goja.Value, error)) (*jsModule, []any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("%s: not loaded: %w", file, context.Cause(ctx))
+	}
+	if err := h.setup(); err != nil {
+		return nil, nil, err
+	}
+	b, diags := bundle(file, root, h.names.exports)
 	if len(diags) > 0 {
 		return nil, nil, &xstate.LoadError{File: file, Diags: diags}
 	}
 	code, files := b.code, b.files
-	prelude, err := h.preludeProgram()
-	if err != nil {
-		return nil, nil, err
+	compileErr := func(err error) error {
+		return &xstate.LoadError{File: file, Diags: []xstate.Diagnostic{{File: file, Msg: "cannot compile the bundled module: " + err.Error(), Quotes: true}}}
 	}
-	prog, err := goja.Compile(file, rewriteSpreads(code), false)
+	in, err := instrument(rewriteSpreads(code, h.names), h.names)
 	if err != nil {
-		return nil, nil, &xstate.LoadError{File: file, Diags: []xstate.Diagnostic{{File: file, Msg: "cannot compile the bundled module: " + err.Error(), Quotes: true}}}
+		return nil, nil, compileErr(err)
 	}
-	mod := &jsModule{file: file, files: files, prog: prog, prelude: prelude, dog: h.watchdog(), limits: limitsFor(h.memory()), roots: roots, plainObjects: b.locks, console: h.Console}
-	rt, described, err := mod.newRuntime()
+	prog, err := goja.Compile(file, in.code, false)
+	if err != nil {
+		return nil, nil, compileErr(err)
+	}
+	mod := &jsModule{file: file, files: files, prog: prog, prelude: h.prelude, hardenProg: h.hardenProg, clock: h.clock, plan: &h.plan, dog: h.watchdog(), limits: limitsFor(h.memory()), roots: roots, plainObjects: b.locks, console: h.Console, stateful: in.stateful}
+	rt, described, err := mod.newRuntime(ctx)
 	if err != nil {
 		// The diagnostic names the file itself.
 		msg := strings.TrimPrefix(err.Error(), file+": ")
@@ -164,7 +193,15 @@ func pickImplementations(vm *goja.Runtime, exports *goja.Object) ([]goja.Value, 
 // module is bundled with the files it imports, each read through root,
 // and run; names its code does not define are taken from base.
 func (h *Host) LoadMachine(root *xstate.Root, file string, base interp.Implementations) (*interp.Machine, []xstate.Diagnostic, error) {
-	mod, roots, err := h.loadModule(root, file, pickMachine)
+	return h.LoadMachineContext(context.Background(), root, file, base)
+}
+
+// LoadMachineContext is LoadMachine bounded by ctx
+// (xstate.ContextModules): the module's top-level code is interrupted
+// when ctx ends, and the load fails with an error that wraps
+// interp.ErrStopped and ctx's cause.
+func (h *Host) LoadMachineContext(ctx context.Context, root *xstate.Root, file string, base interp.Implementations) (*interp.Machine, []xstate.Diagnostic, error) {
+	mod, roots, err := h.loadModule(ctx, root, file, pickMachine)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -172,7 +209,7 @@ func (h *Host) LoadMachine(root *xstate.Root, file string, base interp.Implement
 	if !ok || marker.kind != "machine" {
 		return nil, nil, &xstate.LoadError{File: file, Diags: []xstate.Diagnostic{{File: file, Msg: "the module exports no machine"}}}
 	}
-	r := &jsResolver{mod: mod}
+	r := &jsResolver{mod: mod, atLoad: true}
 	cfg, ok := marker.get("config").(*config.Object)
 	if !ok {
 		return nil, nil, &xstate.LoadError{File: file, Diags: []xstate.Diagnostic{{File: file, Msg: "createMachine() needs a config object"}}}
@@ -187,11 +224,17 @@ func (h *Host) LoadMachine(root *xstate.Root, file string, base interp.Implement
 // LoadImplementations loads a module whose default export is {guards,
 // actions, actors, delays}, to give a JSON machine (xstate.Modules).
 func (h *Host) LoadImplementations(root *xstate.Root, file string) (interp.Implementations, error) {
-	mod, roots, err := h.loadModule(root, file, pickImplementations)
+	return h.LoadImplementationsContext(context.Background(), root, file)
+}
+
+// LoadImplementationsContext is LoadImplementations bounded by ctx, as
+// LoadMachineContext is (xstate.ContextModules).
+func (h *Host) LoadImplementationsContext(ctx context.Context, root *xstate.Root, file string) (interp.Implementations, error) {
+	mod, roots, err := h.loadModule(ctx, root, file, pickImplementations)
 	if err != nil {
 		return interp.Implementations{}, err
 	}
-	impl, diags := (&jsResolver{mod: mod}).implementations(roots[0])
+	impl, diags := (&jsResolver{mod: mod, atLoad: true}).implementations(roots[0])
 	if len(diags) > 0 {
 		return interp.Implementations{}, &xstate.LoadError{File: file, Diags: diags}
 	}

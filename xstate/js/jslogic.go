@@ -105,6 +105,7 @@ func rejection(rt *jsRuntime, v goja.Value) error {
 // creatorArgs makes the {input, system, self, emit} a callback's or an
 // observable's creator gets (a callback's gets sendBack and receive too).
 func (rt *jsRuntime) creatorArgs(input any, self *interp.Actor) *goja.Object {
+	rt.forActor(self)
 	args := rt.vm.NewObject()
 	_ = args.Set("input", rt.toJS(input))
 	_ = args.Set("system", rt.systemJS(self))
@@ -231,6 +232,7 @@ func (r *jsResolver) reducer(f *jsFn, initial any) interp.ActorLogic {
 			if own {
 				defer rt.Release()
 			}
+			rt.forActor(self)
 			args := rt.vm.NewObject()
 			_ = args.Set("input", rt.toJS(input))
 			out, err := rt.callFn(fn, label+" initial state", args)
@@ -247,6 +249,7 @@ func (r *jsResolver) reducer(f *jsFn, initial any) interp.ActorLogic {
 			if own {
 				defer rt.Release()
 			}
+			rt.forActor(self)
 			out, err := rt.callFn(f, label, rt.toJS(state), rt.eventJS(ev))
 			if err != nil {
 				return nil, err

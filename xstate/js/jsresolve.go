@@ -3,6 +3,8 @@ package js
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"unsafe"
 
 	"github.com/dop251/goja"
 
@@ -16,6 +18,9 @@ import (
 // the runtime a step is lent.
 type jsResolver struct {
 	mod *jsModule
+	// atLoad is set for the resolver of the module's load: the static
+	// values it makes are the module's, for every instance (statics).
+	atLoad bool
 }
 
 // fnLabel names a function in errors.
@@ -30,9 +35,24 @@ func fnLabel(kind string, f *jsFn, name string) string {
 }
 
 // paramsJS converts params: nil is undefined, as XState passes for none.
+//
+// Params that are a Go map or slice (a config's static params, or those a
+// check() names) are given frozen, and the conversion is kept for the
+// calls of every actor tree: params are the machine's, made as it loaded
+// (in XState every actor gets the config's very object). A params
+// function's result stays the object it returned (jsLazy).
 func (rt *jsRuntime) paramsJS(p any) goja.Value {
-	if p == nil {
+	switch x := p.(type) {
+	case nil:
 		return goja.Undefined()
+	case map[string]any:
+		if len(x) > 0 {
+			return rt.frozenJS(reflect.ValueOf(x).UnsafePointer(), x)
+		}
+	case []any:
+		if len(x) > 0 {
+			return rt.frozenJS(unsafe.Pointer(unsafe.SliceData(x)), x)
+		}
 	}
 	return rt.toJS(p)
 }
@@ -73,12 +93,24 @@ func (r *jsResolver) params(v any, label string) *interp.Expr {
 	return paramsFn(f, label)
 }
 
-// paramsExpr is params for the config reader: false for a static value.
+// paramsExpr is params for the config reader: false for a static value,
+// but at load, where a static value is noted as the module's (statics).
 func (r *jsResolver) ParamsExpr(v any) (*interp.Expr, bool) {
 	if f, ok := v.(*jsFn); ok {
 		return paramsFn(f, fnLabel("function", f, "")), true
 	}
-	return nil, false
+	return r.static(v)
+}
+
+// static is the Expr of a static value the module's config writes, noted
+// as the module's (statics) while it loads; false after.
+func (r *jsResolver) static(v any) (*interp.Expr, bool) {
+	if !r.atLoad {
+		return nil, false
+	}
+	plain := config.Plain(v)
+	r.mod.addStatic(plain)
+	return interp.Static(plain), true
 }
 
 // paramsFn computes params with f. What f returns stays a JavaScript
@@ -101,7 +133,7 @@ func paramsFn(f *jsFn, label string) *interp.Expr {
 func (r *jsResolver) InputExpr(v any) (*interp.Expr, bool) {
 	f, ok := v.(*jsFn)
 	if !ok {
-		return nil, false
+		return r.static(v)
 	}
 	label := fnLabel("function", f, "")
 	return &interp.Expr{Fn: func(a interp.Args, params any) (any, error) {
@@ -131,7 +163,11 @@ func (r *jsResolver) value(v any, label string) *interp.Expr {
 	if f, ok := v.(*jsFn); ok {
 		return r.exprFn(f, label)
 	}
-	return interp.Static(config.Plain(v))
+	plain := config.Plain(v)
+	if r.atLoad {
+		r.mod.addStatic(plain)
+	}
+	return interp.Static(plain)
 }
 
 // event is the event of a raise, emit or sendTo: an object, or a function

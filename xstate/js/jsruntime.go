@@ -10,6 +10,7 @@ import (
 	"math"
 	"reflect"
 	"regexp"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -40,16 +41,29 @@ type jsModule struct {
 	file    string
 	files   []string     // the files bundled (absolute paths)
 	console *slog.Logger // where console.log and the like go; nil: nowhere
-	prog    *goja.Program
-	prelude *goja.Program
-	dog     *watchdog // the Host's, which bounds the calls' time and memory
-	limits  sandboxLimits
+	// prog is the module made into a function of the host's helpers
+	// (instrument), prelude the shim that gives enqueueActions its API,
+	// hardenProg the script that makes a runtime's hardener (jsharden.go).
+	prog, prelude, hardenProg *goja.Program
+	clock                     *hostClock  // performance.now's
+	plan                      *hardenPlan // the Host's, how to freeze the intrinsics
+	// stateful says why the module's code has state that cannot be
+	// frozen (instrument), "" when it has none.
+	stateful string
+	dog      *watchdog // the Host's, which bounds the calls' time and memory
+	limits   sandboxLimits
 	// roots finds, in a runtime's module exports, the values whose
 	// functions are numbered (the machine, or the implementations).
 	roots func(rt *goja.Runtime, exports *goja.Object) ([]goja.Value, error)
 	// plainObjects gives code contexts and events as plain objects, not
 	// dynamic ones, for a module whose code may lock objects.
 	plainObjects bool
+	// statics are the maps and slices of the machine's static values (the
+	// params, inputs and events its config writes), shared by every
+	// instance: made at load, only read after. A runtime gives code a
+	// frozen conversion of each, which it keeps across actor trees (see
+	// staticJS).
+	statics map[unsafe.Pointer]bool
 
 	mu       sync.Mutex
 	idle     []*jsRuntime
@@ -70,17 +84,63 @@ type jsRuntime struct {
 	// calls counts the top-level calls begun and ended: it is odd while
 	// one runs. The rest is the watchdog's, under the module's lock: the
 	// call it saw (seen) and since when, the heap the call counts from
-	// (base) and the collections completed then (gcs); whether it
-	// interrupted the runtime, which is then not used again, nor one
-	// retired (dropped to free what its module variables hold); and the
+	// (base), the collections completed then (gcs) and the heap's goal;
+	// whether it
+	// interrupted the runtime, which is then not used again; and the
 	// context of the step the runtime is lent for (nil when none).
 	calls       atomic.Uint64
 	seen        uint64
 	since       time.Time
 	base, gcs   uint64
+	goal        uint64 // the collector's heap goal when the call was first seen
 	interrupted bool
-	retired     bool
+	tookTooMuch bool // it was interrupted for its memory
 	ctx         context.Context
+	// stop is closed when the watchdog interrupts the runtime, for the
+	// regular expressions that wait for a match (jsregexp.go).
+	stop chan struct{}
+	// What keeps each event from seeing another's changes (jsharden.go):
+	// the hardener and the intrinsics it froze; whether the module is
+	// loading, and the readers its code registered meanwhile; the
+	// variables and RegExps to put back after each event; whether an
+	// event changed what cannot be put back (the runtime is then dropped);
+	// and the root of the actor tree whose calls the conversions kept are
+	// for.
+	hardener   *hardener
+	intrinsics map[*goja.Object]bool // frozen before the module ran
+	loading    bool
+	readers    []reader
+	bound      []goja.Value // what bind was given while the module loaded
+	watched    []watchedVar
+	regexps    []watchedRegExp
+	// atLoad are the objects made at load whose state freezing does not
+	// fix, touched those of them changed since the runtime was lent, and
+	// madeAtLoad every object the module made at load.
+	atLoad     map[*goja.Object]*loaded
+	touched    []*goja.Object
+	madeAtLoad map[*goja.Object]bool
+	dirty      bool
+	// stateful says why what the module made at load in this runtime can
+	// be neither frozen nor watched: the runtime then serves one step.
+	stateful string
+	root     *interp.Actor
+	// staticJSs are the frozen conversions of the module's statics,
+	// frozenIDs and oldFrozenIDs those of params (see paramsJS): both kept
+	// for every actor tree.
+	staticJSs               map[unsafe.Pointer]goja.Value
+	frozenIDs, oldFrozenIDs map[unsafe.Pointer]idEntry
+	// rxCache holds the regular expressions compiled for RegExp objects
+	// (jsregexp.go), by object.
+	rxCache map[*goja.Object]*boundedRegExp
+	rxByKey map[string]*boundedRegExp
+	// lastSubject is the last string matched, as regexp2 reads it; noop a
+	// function of no code, which raises a pending interrupt.
+	lastSubject *subject
+	noop        goja.Callable
+	// hostRoots are objects the host made that code can reach but no
+	// global leads to (the matchAll iterators' prototype): frozen with
+	// the intrinsics.
+	hostRoots []goja.Value
 	// the last self converted.
 	lastSelf   *interp.Actor
 	lastSelfJS goja.Value
@@ -120,7 +180,10 @@ type jsRuntime struct {
 	enqArgObjs []*argsObj       // the same for enqueueActions functions
 	argBufs    []*[2]goja.Value // arguments of calls, by depth (invoke2)
 	logicArg   *argsObj         // the same for promise creators
-	events     map[string]goja.Value
+	events     map[string]idEntry
+	// gen counts the times the runtime forgot its conversions: an entry
+	// of ids or events made before is not used.
+	gen uint64
 	// signal and emitNoop are what promise creators get as signal and
 	// emit (promiseExtras).
 	signal, emitNoop goja.Value
@@ -136,6 +199,10 @@ type jsRuntime struct {
 type idEntry struct {
 	goVal any
 	js    goja.Value
+	gen   uint64 // the runtime's gen when it was made (see forget)
+	// ctx is the context or event object js is, which a call of another
+	// actor tree (another gen) may get again, what code did to it undone.
+	ctx *ctxObj
 }
 
 // maxIDs bounds a generation of a runtime's conversion cache: when one is
@@ -179,11 +246,26 @@ func (rt *jsRuntime) cached(v any) goja.Value {
 	if _, m, _ := identity(e.goVal); m != n {
 		return nil
 	}
+	if e.gen != rt.gen {
+		if e.ctx == nil {
+			return nil // a plain object code of another tree may have changed
+		}
+		e.ctx.renew()
+		e.gen = rt.gen
+		if _, inNew := rt.ids[p]; inNew {
+			rt.ids[p] = e
+		} else {
+			rt.oldIDs[p] = e
+		}
+	}
 	rt.lastID, rt.lastLen, rt.last = p, n, e
 	return e.js
 }
 
-func (rt *jsRuntime) remember(v any, js goja.Value) {
+func (rt *jsRuntime) remember(v any, js goja.Value) { rt.rememberCtx(v, js, nil) }
+
+// rememberCtx is remember for a context or event object.
+func (rt *jsRuntime) rememberCtx(v any, js goja.Value, c *ctxObj) {
 	p, _, ok := identity(v)
 	if !ok {
 		return
@@ -192,10 +274,113 @@ func (rt *jsRuntime) remember(v any, js goja.Value) {
 		rt.oldIDs = rt.ids
 		rt.ids = make(map[unsafe.Pointer]idEntry, maxIDs) // no growth in a generation
 	}
-	rt.ids[p] = idEntry{v, js}
+	rt.ids[p] = idEntry{goVal: v, js: js, gen: rt.gen, ctx: c}
 	if p == rt.lastID {
 		rt.lastID = nil
 	}
+}
+
+// addStatic notes the maps and slices of a static value of the machine
+// (see statics); it is called as the module loads, before any step.
+func (m *jsModule) addStatic(v any) {
+	p, _, ok := identity(v)
+	if !ok {
+		return
+	}
+	if m.statics == nil {
+		m.statics = map[unsafe.Pointer]bool{}
+	}
+	m.statics[p] = true
+	switch x := v.(type) {
+	case map[string]any:
+		for _, e := range x {
+			m.addStatic(e)
+		}
+	case []any:
+		for _, e := range x {
+			m.addStatic(e)
+		}
+	}
+}
+
+// staticMap and staticSlice return the conversion of a static value of
+// the machine (nil for another value): made once per runtime and frozen,
+// deep, as what the module made at load is, so that it is safe to give
+// every instance.
+func (rt *jsRuntime) staticMap(x map[string]any) goja.Value {
+	if len(rt.mod.statics) == 0 || len(x) == 0 {
+		return nil
+	}
+	p := reflect.ValueOf(x).UnsafePointer()
+	if !rt.mod.statics[p] {
+		return nil
+	}
+	return rt.staticJS(p, x)
+}
+
+func (rt *jsRuntime) staticSlice(x []any) goja.Value {
+	if len(rt.mod.statics) == 0 || len(x) == 0 {
+		return nil
+	}
+	p := unsafe.Pointer(unsafe.SliceData(x))
+	if !rt.mod.statics[p] {
+		return nil
+	}
+	return rt.staticJS(p, x)
+}
+
+func (rt *jsRuntime) staticJS(p unsafe.Pointer, v any) goja.Value {
+	if js, ok := rt.staticJSs[p]; ok {
+		return js
+	}
+	js := rt.frozenConvert(v)
+	if rt.staticJSs == nil {
+		rt.staticJSs = map[unsafe.Pointer]goja.Value{}
+	}
+	rt.staticJSs[p] = js
+	return js
+}
+
+// frozenJS is a frozen conversion of a Go map or slice (at p), made once
+// and kept by the runtime (two generations of maxIDs, as ids), for every
+// actor tree: code can change nothing of it.
+func (rt *jsRuntime) frozenJS(p unsafe.Pointer, v any) goja.Value {
+	if e, ok := rt.frozenIDs[p]; ok {
+		return e.js
+	}
+	if e, ok := rt.oldFrozenIDs[p]; ok {
+		return e.js
+	}
+	js := rt.frozenConvert(v)
+	if rt.frozenIDs == nil || len(rt.frozenIDs) >= maxIDs {
+		rt.oldFrozenIDs = rt.frozenIDs
+		rt.frozenIDs = make(map[unsafe.Pointer]idEntry, maxIDs)
+	}
+	rt.frozenIDs[p] = idEntry{goVal: v, js: js} // goVal keeps p's value alive
+	return js
+}
+
+// frozenConvert converts a JSON-like Go value to JavaScript, every object
+// and array in it new and frozen.
+func (rt *jsRuntime) frozenConvert(v any) goja.Value {
+	var js *goja.Object
+	switch x := v.(type) {
+	case map[string]any:
+		js = rt.vm.NewObject()
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			setOwn(js, k, rt.frozenConvert(x[k]))
+		}
+	case []any:
+		items := make([]any, len(x))
+		for i, e := range x {
+			items[i] = rt.frozenConvert(e)
+		}
+		js = rt.vm.NewArray(items...)
+	default:
+		return rt.toJS(v)
+	}
+	_, _ = rt.hardener.freeze(goja.Undefined(), js)
+	return js
 }
 
 // jsLazy is a value an assign left in the context, or params, that is
@@ -341,17 +526,30 @@ func (m *jsModule) get() (*jsRuntime, error) {
 		return rt, nil
 	}
 	m.mu.Unlock()
-	rt, _, err := m.newRuntime()
+	rt, _, err := m.newRuntime(context.Background())
 	return rt, err
 }
 
 // maxIdle bounds the runtimes a module keeps for reuse.
 const maxIdle = 8
 
+// put takes a runtime back: into the pool, the module's state put back as
+// it was after load (jsharden.go), unless that cannot be done, the
+// watchdog interrupted it, or the pool is full; else it is dropped.
 func (m *jsModule) put(rt *jsRuntime) {
 	m.mu.Lock()
+	interrupted, tookTooMuch := rt.interrupted, rt.tookTooMuch
+	m.mu.Unlock()
+	if tookTooMuch {
+		// What the call took is garbage once its runtime is dropped:
+		// collected before the step ends, so that the next calls do not
+		// count it as the heap they start from (see callBase).
+		defer runtime.GC()
+	}
+	drop := interrupted || rt.restore()
+	m.mu.Lock()
 	rt.ctx = nil
-	if len(m.idle) < maxIdle && !rt.interrupted && !rt.retired {
+	if len(m.idle) < maxIdle && !rt.interrupted && !drop {
 		m.idle = append(m.idle, rt)
 	} else {
 		for i, x := range m.all {
@@ -364,70 +562,120 @@ func (m *jsModule) put(rt *jsRuntime) {
 	m.mu.Unlock()
 }
 
-// newRuntime evaluates the module in a fresh runtime and numbers its
-// functions; it also returns the roots as Go values for the config reader.
-func (m *jsModule) newRuntime() (*jsRuntime, []any, error) {
+// newRuntime evaluates the module in a fresh runtime, numbers its
+// functions and freezes what it made (jsharden.go); it also returns the
+// roots as Go values for the config reader. ctx bounds the top-level code
+// (the watchdog interrupts it when ctx ends), as the time and memory
+// limits do.
+func (m *jsModule) newRuntime(ctx context.Context) (*jsRuntime, []any, error) {
 	vm := goja.New()
 	vm.SetMaxCallStackSize(maxCallStack)
-	rt := &jsRuntime{mod: m, vm: vm}
+	rt := &jsRuntime{mod: m, vm: vm, loading: true, atLoad: map[*goja.Object]*loaded{}, stop: make(chan struct{})}
 	m.mu.Lock()
 	m.all = append(m.all, rt)
+	if ctx.Done() != nil {
+		rt.ctx = ctx
+	}
 	m.mu.Unlock()
-	var exports *goja.Object
+	defer func() {
+		m.mu.Lock()
+		rt.ctx = nil
+		m.mu.Unlock()
+	}()
+	var out []any
+	var stateful string
 	err := rt.guard(func() error {
-		if err := installSpread(vm, m.limits, (&sandbox{rt: rt, lim: m.limits}).tooMany); err != nil {
+		spread, spread1, err := installSpread(vm, m.limits, (&sandbox{rt: rt, lim: m.limits}).tooMany)
+		if err != nil {
 			return err
 		}
-		if err := rt.installConsole(); err != nil {
+		for _, install := range []func() error{rt.installConsole, rt.installGlobals, rt.installIntl, rt.installHardener, rt.installLimits, rt.installOverrides} {
+			if err := install(); err != nil {
+				return err
+			}
+		}
+		// goja's GoError is not the module's to name.
+		if err := vm.GlobalObject().Delete("GoError"); err != nil {
 			return err
 		}
-		if err := rt.installGlobals(); err != nil {
+		if rt.intrinsics, err = rt.hardener.freezeIntrinsics(m.plan); err != nil {
 			return err
 		}
-		if err := rt.installIntl(); err != nil {
+		xs, err := vm.RunProgram(m.prelude)
+		if err != nil {
 			return err
 		}
-		if err := rt.installLimits(); err != nil {
+		rt.xs = xs.ToObject(vm)
+		wrapper, err := vm.RunProgram(m.prog)
+		if err != nil {
 			return err
 		}
-		if _, err := vm.RunProgram(m.prelude); err != nil {
+		run, ok := goja.AssertFunction(wrapper)
+		if !ok {
+			return errors.New("the module did not compile to a function")
+		}
+		res, err := run(goja.Undefined(), spread, spread1, vm.ToValue(rt.registerReader))
+		if err != nil {
 			return err
 		}
-		rt.xs = vm.Get("__sgXState").ToObject(vm)
-		if _, err := vm.RunProgram(m.prog); err != nil {
-			return err
-		}
-		ex := vm.Get(bundleGlobal)
+		pair := res.ToObject(vm)
+		ex := pair.Get("0")
 		if ex == nil || goja.IsUndefined(ex) || goja.IsNull(ex) {
 			return errors.New("the module has no exports")
 		}
-		exports = ex.ToObject(vm)
+		exports := ex.ToObject(vm)
+		roots, err := m.roots(vm, exports)
+		if err != nil {
+			return err
+		}
+		w := &walker{rt: rt}
+		for _, r := range roots {
+			v, err := w.walk(r, 0)
+			if err == nil {
+				err = rt.conversionError()
+			}
+			if err != nil {
+				return err
+			}
+			out = append(out, v)
+		}
+		if stateful, err = rt.hardenLoaded([]goja.Value{exports, rt.xs}); err != nil {
+			return err
+		}
+		endLoad, _ := goja.AssertFunction(pair.Get("1"))
+		if endLoad != nil {
+			if _, err := endLoad(goja.Undefined()); err != nil {
+				return err
+			}
+		}
+		rt.loading = false
 		return nil
 	})
 	if err != nil {
+		m.drop(rt)
 		var ie *goja.InterruptedError
 		if errors.As(err, &ie) {
 			return nil, nil, fmt.Errorf("%s: %w", m.file, rt.interruptError("its top-level code", ie.Value()))
 		}
 		return nil, nil, fmt.Errorf("%s: %w", m.file, jsErr(err))
 	}
-	roots, err := m.roots(vm, exports)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", m.file, err)
-	}
-	w := &walker{rt: rt}
-	var out []any
-	for _, r := range roots {
-		v, err := w.walk(r, 0)
-		if err == nil {
-			err = rt.conversionError()
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", m.file, err)
-		}
-		out = append(out, v)
+	rt.stateful = stateful
+	if rt.stateful == "" {
+		rt.stateful = m.stateful
 	}
 	return rt, out, nil
+}
+
+// drop forgets a runtime that will not be used.
+func (m *jsModule) drop(rt *jsRuntime) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, x := range m.all {
+		if x == rt {
+			m.all = append(m.all[:i], m.all[i+1:]...)
+			return
+		}
+	}
 }
 
 // guard runs f as a top-level call: it is interrupted past the module's
@@ -464,9 +712,23 @@ func (rt *jsRuntime) leave(top bool, err *error) {
 			*err = &jsError{msg: "Maximum call stack size exceeded", cause: so}
 			return
 		}
-		panic(r)
+		if !top {
+			panic(r) // on to the top-level call
+		}
+		// A panic of goja's own (a bug of the engine: goja v0.0.0-20260917
+		// indexes out of range on `arguments` in an arrow function):
+		// the call fails, and the runtime, in a state no one knows, is
+		// not used again.
+		rt.mod.mu.Lock()
+		rt.interrupted = true
+		rt.mod.mu.Unlock()
+		*err = fmt.Errorf("%w: %v", ErrEngine, r)
 	}
 }
+
+// ErrEngine is wrapped by the error of a call that the JavaScript engine
+// itself failed (a panic in goja).
+var ErrEngine = errors.New("the JavaScript engine failed")
 
 // call calls a JS function with Go arguments converted to JS.
 func (rt *jsRuntime) call(fn goja.Value, what string, args ...goja.Value) (goja.Value, error) {
@@ -630,6 +892,9 @@ func (rt *jsRuntime) toJS(v any) goja.Value {
 		if ref := rt.revive(x); ref != nil {
 			return ref
 		}
+		if js := rt.staticMap(x); js != nil {
+			return js
+		}
 		o := vm.NewObject()
 		var buf [16]string
 		keys := buf[:0]
@@ -638,12 +903,15 @@ func (rt *jsRuntime) toJS(v any) goja.Value {
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			_ = o.Set(k, rt.toJS(x[k]))
+			setOwn(o, k, rt.toJS(x[k]))
 		}
 		rt.remember(x, o)
 		return o
 	case []any:
 		if js := rt.cached(x); js != nil {
+			return js
+		}
+		if js := rt.staticSlice(x); js != nil {
 			return js
 		}
 		items := make([]any, len(x))
@@ -657,7 +925,7 @@ func (rt *jsRuntime) toJS(v any) goja.Value {
 		o := vm.NewObject()
 		_ = o.Set("type", x.Type)
 		for _, k := range slices.Sorted(maps.Keys(x.Data)) {
-			_ = o.Set(k, rt.toJS(x.Data[k]))
+			setOwn(o, k, rt.toJS(x.Data[k]))
 		}
 		return o
 	case *jsError:
@@ -681,6 +949,17 @@ func (rt *jsRuntime) toJS(v any) goja.Value {
 		return x
 	}
 	return vm.ToValue(v)
+}
+
+// setOwn makes k an own property of a new object, as JSON.parse would:
+// a "__proto__" key too, which assigning would take for the object's
+// prototype.
+func setOwn(o *goja.Object, k string, v goja.Value) {
+	if k == "__proto__" {
+		_ = o.DefineDataProperty(k, v, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE)
+		return
+	}
+	_ = o.Set(k, v)
 }
 
 func (rt *jsRuntime) newError(msg string) goja.Value {
@@ -812,6 +1091,7 @@ func (rt *jsRuntime) enqueueArgs(a interp.Args) *goja.Object {
 // logicArgs returns the ({input, self}) argument of a promise creator: a
 // top-level call has one object, reused as callArgs' are.
 func (rt *jsRuntime) logicArgs(input any, self *interp.Actor) *goja.Object {
+	rt.forActor(self)
 	ao := rt.logicArg
 	if ao == nil || rt.depth > 0 {
 		ao = rt.newArgs(false)
@@ -819,6 +1099,7 @@ func (rt *jsRuntime) logicArgs(input any, self *interp.Actor) *goja.Object {
 			rt.logicArg = ao
 		}
 	}
+	ao.extra = nil
 	ao.input = rt.toJS(input)
 	ao.self = rt.selfJS(self)
 	ao.actor, ao.system = self, nil
@@ -830,19 +1111,29 @@ func (rt *jsRuntime) logicArgs(input any, self *interp.Actor) *goja.Object {
 // XState's: a signal that is never aborted (a promise settles within the
 // step that starts it, before its actor could be stopped) and an emit
 // that no one listens to (callback and observable actors get it too).
-// They are made once per runtime.
+// They are made once per runtime, and frozen: the calls of every instance
+// get them.
 func (rt *jsRuntime) promiseExtras() (signal, emit goja.Value) {
 	if rt.signal == nil {
-		v, err := rt.vm.RunString(`({ aborted: false, reason: undefined, onabort: null,
+		v, err := rt.vm.RunString(`Object.freeze({ aborted: false, reason: undefined, onabort: null,
   addEventListener() {}, removeEventListener() {}, dispatchEvent() { return true; },
   throwIfAborted() {} })`)
 		if err != nil {
 			v = goja.Undefined()
 		}
 		rt.signal = v
-		rt.emitNoop = rt.vm.ToValue(func(goja.FunctionCall) goja.Value { return goja.Undefined() })
+		rt.emitNoop = rt.frozen(rt.vm.ToValue(func(goja.FunctionCall) goja.Value { return goja.Undefined() }))
 	}
 	return rt.signal, rt.emitNoop
+}
+
+// frozen freezes an object the host made and reuses across calls (the
+// Object.freeze of the intrinsics, which are frozen too), and returns it.
+func (rt *jsRuntime) frozen(v goja.Value) goja.Value {
+	if freeze, ok := goja.AssertFunction(rt.vm.Get("Object").ToObject(rt.vm).Get("freeze")); ok {
+		_, _ = freeze(goja.Undefined(), v)
+	}
+	return v
 }
 
 // argsObj is a reused argument object: a dynamic object whose properties
@@ -922,7 +1213,7 @@ func (ao *argsObj) callSpawn(call goja.FunctionCall) goja.Value {
 		w := &walker{rt: rt, direct: true}
 		v, err := w.walk(arg, 0)
 		if err != nil {
-			panic(rt.vm.NewGoError(err))
+			panic(rt.newError(err.Error()))
 		}
 		var ok bool
 		logic, ok, err = (&jsResolver{mod: rt.mod}).invokeLogic(v)
@@ -947,7 +1238,7 @@ func (ao *argsObj) callSpawn(call goja.FunctionCall) goja.Value {
 	}
 	c, err := ao.spawner.Spawn(src, logic, o)
 	if err != nil {
-		panic(rt.vm.NewGoError(err))
+		panic(rt.newError(err.Error()))
 	}
 	return rt.actorRef(c)
 }
@@ -1027,6 +1318,8 @@ func isFunction(v goja.Value) bool {
 // fillArgs sets the context, event, self and input of a's call in a
 // reused argument object.
 func (rt *jsRuntime) fillArgs(ao *argsObj, a interp.Args) *goja.Object {
+	rt.forActor(a.Self)
+	ao.extra = nil // what code set on the object for an earlier call
 	rt.owner = a.Snapshot
 	if rt.owner == nil && a.Self != nil {
 		rt.owner = a.Self.Snapshot()
@@ -1060,14 +1353,24 @@ func (rt *jsRuntime) eventJS(ev interp.Event) goja.Value {
 		return rt.eventObj(ev) // noting the reads of its payload
 	}
 	if ev.Data == nil {
-		if v, ok := rt.events[ev.Type]; ok {
-			return v
+		if e, ok := rt.events[ev.Type]; ok {
+			if e.gen == rt.gen {
+				return e.js
+			}
+			// Made for another actor tree: what its code did to it goes.
+			if e.ctx != nil {
+				e.ctx.renew()
+				e.gen = rt.gen
+				rt.events[ev.Type] = e
+				return e.js
+			}
 		}
 		v := rt.eventObj(ev)
+		c := asCtxObj(v)
 		if rt.events == nil || len(rt.events) > 1024 {
-			rt.events = map[string]goja.Value{}
+			rt.events = map[string]idEntry{}
 		}
-		rt.events[ev.Type] = v
+		rt.events[ev.Type] = idEntry{js: v, gen: rt.gen, ctx: c}
 		return v
 	}
 	if v := rt.cached(ev.Data); v != nil {
@@ -1078,7 +1381,7 @@ func (rt *jsRuntime) eventJS(ev interp.Event) goja.Value {
 		}
 	}
 	v := rt.eventObj(ev)
-	rt.remember(ev.Data, v)
+	rt.rememberCtx(ev.Data, v, asCtxObj(v))
 	return v
 }
 
@@ -1336,17 +1639,18 @@ func (rt *jsRuntime) enqueueFns() (*goja.Object, goja.Value) {
 			return goja.Undefined()
 		})
 	}
-	rt.enqueue = enq
+	rt.enqueue = rt.frozen(enq).(*goja.Object)
 	rt.check = vm.ToValue(func(call goja.FunctionCall) goja.Value {
 		if rt.enq == nil {
 			panic(vm.NewTypeError("check() called outside enqueueActions"))
 		}
 		ok, err := rt.enq.checkGuard(rt, call.Argument(0))
 		if err != nil {
-			panic(vm.NewGoError(err))
+			panic(rt.newError(err.Error()))
 		}
 		return vm.ToValue(ok)
 	})
+	rt.frozen(rt.check)
 	return rt.enqueue, rt.check
 }
 
@@ -1438,7 +1742,7 @@ func (rt *jsRuntime) snapshotJS(a *interp.Actor) goja.Value {
 				can, err = s.Can(ev)
 			}
 			if err != nil {
-				panic(rt.vm.NewGoError(err))
+				panic(rt.newError(err.Error()))
 			}
 			return rt.vm.ToValue(can)
 		})

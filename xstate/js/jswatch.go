@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"runtime/metrics"
 	"slices"
@@ -31,6 +32,7 @@ var ErrMemory = errors.New("memory budget exceeded")
 const (
 	maxTick      = 5 * time.Millisecond
 	watchdogIdle = time.Second
+	minForcedGap = 50 * time.Millisecond // between collections the watchdog forces
 )
 
 // Heap figures the watchdog reads (runtime/metrics), all cheap to read:
@@ -40,6 +42,7 @@ const (
 	metricHeapObjects = "/memory/classes/heap/objects:bytes"
 	metricHeapLive    = "/gc/heap/live:bytes"
 	metricGCCycles    = "/gc/cycles/total:gc-cycles"
+	metricHeapGoal    = "/gc/heap/goal:bytes"
 )
 
 // watchdog bounds the JavaScript of a Host's modules: while a call into
@@ -83,17 +86,7 @@ type watchdog struct {
 	prevObjects uint64
 	prevLive    uint64
 	prevGCs     uint64 // collections completed as of the previous tick
-	// idleBase is the lowest live heap seen; when the heap stays past it
-	// by more than the budget, the runtimes kept for reuse are dropped
-	// (module variables are per runtime, and could otherwise keep growing
-	// a little at every call).
-	idleBase atomic.Uint64
-	// remeasure is set once they are dropped, until idleBase is measured
-	// again.
-	remeasure atomic.Bool
-	// bounding is set while keepBounded's collection runs, beside the
-	// ticks.
-	bounding atomic.Bool
+	prevGoal    uint64 // the heap's goal as of the previous tick
 }
 
 func newWatchdog(timeout time.Duration, budget int64) *watchdog {
@@ -102,7 +95,7 @@ func newWatchdog(timeout time.Duration, budget int64) *watchdog {
 		d.budget = uint64(budget)
 	}
 	d.tick = min(maxTick, max(time.Millisecond, timeout/10))
-	d.samples = []metrics.Sample{{Name: metricHeapObjects}, {Name: metricHeapLive}, {Name: metricGCCycles}}
+	d.samples = []metrics.Sample{{Name: metricHeapObjects}, {Name: metricHeapLive}, {Name: metricGCCycles}, {Name: metricHeapGoal}}
 	return d
 }
 
@@ -129,13 +122,11 @@ func (m *jsModule) watch() {
 // run is the watchdog goroutine.
 func (d *watchdog) run() {
 	metrics.Read(d.samples)
-	d.prevObjects, d.prevLive, d.prevGCs = d.samples[0].Value.Uint64(), d.samples[1].Value.Uint64(), d.samples[2].Value.Uint64()
-	if live, base := d.samples[1].Value.Uint64(), d.idleBase.Load(); base == 0 || live < base {
-		d.idleBase.Store(live)
-	}
+	d.prevObjects, d.prevLive, d.prevGCs, d.prevGoal = d.samples[0].Value.Uint64(), d.samples[1].Value.Uint64(), d.samples[2].Value.Uint64(), d.samples[3].Value.Uint64()
 	t := time.NewTicker(d.tick)
 	defer t.Stop()
 	var mods []*jsModule
+	var lastForced time.Time
 	for now := range t.C {
 		mods = mods[:0]
 		d.mu.Lock()
@@ -144,7 +135,7 @@ func (d *watchdog) run() {
 		}
 		d.mu.Unlock()
 		metrics.Read(d.samples)
-		h := heap{objects: d.samples[0].Value.Uint64(), live: d.samples[1].Value.Uint64(), gcs: d.samples[2].Value.Uint64()}
+		h := heap{objects: d.samples[0].Value.Uint64(), live: d.samples[1].Value.Uint64(), gcs: d.samples[2].Value.Uint64(), goal: d.samples[3].Value.Uint64()}
 		var heavy []*jsRuntime // calls past their budget by the cheap figure
 		anyBusy := false
 		for _, m := range mods {
@@ -158,19 +149,22 @@ func (d *watchdog) run() {
 			}
 			d.mu.Unlock()
 		}
-		if len(heavy) > 0 && h.gcs == d.prevGCs && d.confirming.CompareAndSwap(false, true) {
+		if len(heavy) > 0 && h.gcs == d.prevGCs && now.Sub(lastForced) >= minForcedGap && d.confirming.CompareAndSwap(false, true) {
 			// No collection since the last tick to tell: force one, beside
 			// the ticks (a collection waits for a huge copy to end, and
 			// meanwhile the ticks go on and may interrupt at twice the
 			// budget). While a call allocates fast, collections come by
 			// themselves, and the next tick reads the live heap they found.
+			// Not more often than minForcedGap: in a busy process, other
+			// goroutines' garbage makes calls look heavy, and a collection
+			// costs the whole process.
+			lastForced = now
 			go func() {
 				defer d.confirming.Store(false)
 				d.confirm(slices.Clone(heavy))
 			}()
 		}
-		d.keepBounded(mods, h.objects, h.live)
-		d.prevObjects, d.prevLive, d.prevGCs = h.objects, h.live, h.gcs
+		d.prevObjects, d.prevLive, d.prevGCs, d.prevGoal = h.objects, h.live, h.gcs, h.goal
 		d.mu.Lock()
 		if len(d.mods) == 0 {
 			d.running = false
@@ -183,16 +177,21 @@ func (d *watchdog) run() {
 
 // callBase is the heap a call first seen now counts its growth from: the
 // heap's objects as of the previous tick, live and garbage, but no more
-// garbage than half the budget (after a call that took much, its garbage
-// would be counted as room for the next).
+// garbage than half the budget over the live heap the last collection
+// found (after a call that took much, its garbage would be counted as
+// room for the next; and the watchdog collects after such a call, so that
+// the next does not start from its garbage). What other goroutines kept
+// since the last collection counts as garbage then, and so as the call's
+// own growth once a collection finds it live.
 func (d *watchdog) callBase() uint64 {
 	return min(d.prevObjects, d.prevLive+d.budget/2)
 }
 
 // heap is what a tick reads: the bytes of heap objects (live, and garbage
-// not yet collected), the live bytes the last collection found, and the
-// collections completed.
-type heap struct{ objects, live, gcs uint64 }
+// not yet collected), the live bytes the last collection found, the
+// collections completed, and the heap size at which the next collection
+// is to be done.
+type heap struct{ objects, live, gcs, goal uint64 }
 
 // look examines m's calls in progress: it interrupts those past the time
 // limit, those whose step's context ended, and those past their memory
@@ -211,7 +210,7 @@ func (d *watchdog) look(m *jsModule, now time.Time, h heap, heavy *[]*jsRuntime)
 		busy = true
 		if c != rt.seen {
 			// A call first seen: it began after the previous tick.
-			rt.seen, rt.since, rt.base, rt.gcs = c, now, d.callBase(), d.prevGCs
+			rt.seen, rt.since, rt.base, rt.gcs, rt.goal = c, now, d.callBase(), d.prevGCs, d.prevGoal
 			continue
 		}
 		switch {
@@ -222,13 +221,20 @@ func (d *watchdog) look(m *jsModule, now time.Time, h heap, heavy *[]*jsRuntime)
 			rt.interrupt(context.Cause(rt.ctx))
 		case d.budget > 0 && h.gcs > rt.gcs && h.live > rt.base+d.budget:
 			rt.interrupt(ErrMemory)
-		case d.budget > 0 && h.objects > rt.base+d.budget+d.budget/2:
-			// Past one and a half budgets: garbage the collector has not
-			// reached yet cannot make that much unless the live heap is
-			// larger still (a collection starts once the heap doubles),
-			// and waiting for a collection to confirm lets a call that
-			// doubles what it holds at every step (s = s + s) take
-			// gigabytes meanwhile.
+		case d.budget > 0 && h.objects > max(rt.base+d.budget+d.budget/2, satAdd(rt.goal, d.budget)):
+			// Past one and a half budgets, and past the heap's goal when
+			// the call began by a budget: the collector lets garbage, the
+			// call's or other goroutines', grow the heap up to its goal
+			// before it collects (and then stops who allocates faster than
+			// it collects), so a heap that far past it has grown in a few
+			// huge allocations, faster than any collection: waiting for one
+			// to confirm would let a call that doubles what it holds at
+			// every step (s = s + s) take gigabytes meanwhile. (Past its
+			// start by one and a half budgets only, a busy process's
+			// garbage, with a goal far above the call's start, would
+			// interrupt a call that took nothing; past the goal as it is
+			// now, the doubling call, which raises the goal with every
+			// collection, would go on.)
 			rt.interrupt(ErrMemory)
 		case d.budget > 0 && h.objects > rt.base+d.budget:
 			*heavy = append(*heavy, rt)
@@ -238,10 +244,16 @@ func (d *watchdog) look(m *jsModule, now time.Time, h heap, heavy *[]*jsRuntime)
 }
 
 // interrupt stops the runtime's call in progress with reason (under its
-// module's lock); the runtime is not used again.
+// module's lock); the runtime is not used again. A regular expression
+// waiting for its match returns at once (jsregexp.go).
 func (rt *jsRuntime) interrupt(reason error) {
+	if rt.interrupted {
+		return
+	}
 	rt.interrupted = true
+	rt.tookTooMuch = errors.Is(reason, ErrMemory)
 	rt.vm.Interrupt(reason)
+	close(rt.stop)
 }
 
 // confirm forces a collection and interrupts the calls of heavy (still in
@@ -256,69 +268,6 @@ func (d *watchdog) confirm(heavy []*jsRuntime) {
 		}
 		m.mu.Unlock()
 	}
-}
-
-// keepBounded drops the runtimes that the watched modules keep for reuse
-// when the live heap stays past its lowest by more than the budget after
-// a collection: module variables live as long as their runtime, and a
-// module could keep a little more at every call, each within its budget.
-// objects and live are this tick's figures; a collection is forced only
-// when the objects (garbage included) are past the mark. Once runtimes
-// are dropped, the lowest live heap is measured again when those in use
-// then are released: what is left is not the machines' (the server's own
-// data grew), and counts as the new floor.
-func (d *watchdog) keepBounded(mods []*jsModule, objects, live uint64) {
-	if d.budget == 0 {
-		return
-	}
-	if base := d.idleBase.Load(); live < base {
-		d.idleBase.Store(live)
-	}
-	if !d.remeasure.Load() && objects <= d.idleBase.Load()+d.budget {
-		return
-	}
-	// A collection may be needed: it runs beside the ticks, which must go
-	// on looking after the calls in progress meanwhile.
-	if !d.bounding.CompareAndSwap(false, true) {
-		return
-	}
-	mods = slices.Clone(mods)
-	go func() {
-		defer d.bounding.Store(false)
-		d.bound(mods)
-	}()
-}
-
-// bound is keepBounded's collection and what follows from it.
-func (d *watchdog) bound(mods []*jsModule) {
-	if d.remeasure.Load() {
-		for _, m := range mods {
-			m.mu.Lock()
-			held := slices.ContainsFunc(m.all, func(rt *jsRuntime) bool { return rt.retired })
-			m.mu.Unlock()
-			if held {
-				return
-			}
-		}
-		d.idleBase.Store(collect())
-		d.remeasure.Store(false)
-		return
-	}
-	live := collect()
-	if base := d.idleBase.Load(); live <= base+d.budget {
-		d.idleBase.Store(min(base, live))
-		return
-	}
-	for _, m := range mods {
-		m.mu.Lock()
-		m.all = slices.DeleteFunc(m.all, func(rt *jsRuntime) bool { return slices.Contains(m.idle, rt) })
-		for _, rt := range m.all {
-			rt.retired = true // in use: dropped when released
-		}
-		m.idle = nil
-		m.mu.Unlock()
-	}
-	d.remeasure.Store(true)
 }
 
 // collect forces a collection and returns the live heap it found.
@@ -369,4 +318,13 @@ func (rt *jsRuntime) interruptError(what string, reason any) error {
 		}
 	}
 	return fmt.Errorf("%s: %w", what, ErrInterrupted)
+}
+
+// satAdd is a+b, or the largest uint64 if that overflows (the heap's goal
+// is that large when collections are off).
+func satAdd(a, b uint64) uint64 {
+	if a > math.MaxUint64-b {
+		return math.MaxUint64
+	}
+	return a + b
 }

@@ -18,16 +18,15 @@ import (
 // the commonest line of XState machines) through the iterator protocol,
 // one result object per element, which makes it many times slower than
 // copying. rewriteSpreads rewrites such literals into a call of a native
-// helper that copies arrays directly and iterates anything else:
+// helper that copies arrays directly and iterates anything else (the
+// helpers are named by the host; see helperNames):
 //
-//	[a, ...b, c]  →  __sgSpread("010", a, b, c)
-//	[...a, b]     →  __sgSpread1(a, b)
+//	[a, ...b, c]  →  spread("010", a, b, c)
+//	[...a, b]     →  spread1(a, b)
 //
 // Only array literals are rewritten; the text of their elements is kept,
 // so line numbers do not move.
-const spreadHelper = "__sgSpread"
-
-func rewriteSpreads(code string) string {
+func rewriteSpreads(code string, names helperNames) string {
 	if !strings.Contains(code, "...") {
 		return code
 	}
@@ -41,12 +40,12 @@ func rewriteSpreads(code string) string {
 		return code
 	}
 	sort.Slice(lits, func(i, j int) bool { return lits[i].LeftBracket < lits[j].LeftBracket })
-	return rewriteRange(code, 0, len(code), lits)
+	return rewriteRange(code, 0, len(code), lits, names)
 }
 
 // rewriteLiteral renders one array literal as a helper call, with the
 // literals nested in it rewritten too.
-func rewriteLiteral(code string, lit *ast.ArrayLiteral, nested []*ast.ArrayLiteral) string {
+func rewriteLiteral(code string, lit *ast.ArrayLiteral, nested []*ast.ArrayLiteral, names helperNames) string {
 	var flags strings.Builder
 	var args []string
 	for _, e := range lit.Value {
@@ -64,14 +63,14 @@ func rewriteLiteral(code string, lit *ast.ArrayLiteral, nested []*ast.ArrayLiter
 				inner = append(inner, n)
 			}
 		}
-		args = append(args, "("+rewriteRange(code, from, to, inner)+")")
+		args = append(args, "("+rewriteRange(code, from, to, inner, names)+")")
 	}
 	f := flags.String()
 	if f[0] == '1' && !strings.Contains(f[1:], "1") {
 		// [...a, x, y]: the elements of a, then x and y.
-		return spreadHelper + "1(" + strings.Join(args, ", ") + ")"
+		return names.spread1 + "(" + strings.Join(args, ", ") + ")"
 	}
-	return spreadHelper + `("` + f + `", ` + strings.Join(args, ", ") + ")"
+	return names.spread + `("` + f + `", ` + strings.Join(args, ", ") + ")"
 }
 
 // widenParens widens an element's span to the parentheses around its
@@ -106,7 +105,7 @@ func widenParens(code string, from, to int) (int, int) {
 func isJSSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // rewriteRange renders code[from:to] with the given literals rewritten.
-func rewriteRange(code string, from, to int, lits []*ast.ArrayLiteral) string {
+func rewriteRange(code string, from, to int, lits []*ast.ArrayLiteral, names helperNames) string {
 	var b strings.Builder
 	pos := from
 	for i := 0; i < len(lits); {
@@ -122,7 +121,7 @@ func rewriteRange(code string, from, to int, lits []*ast.ArrayLiteral) string {
 			j++
 		}
 		b.WriteString(code[pos:start])
-		b.WriteString(rewriteLiteral(code, lit, lits[i+1:j]))
+		b.WriteString(rewriteLiteral(code, lit, lits[i+1:j], names))
 		pos = end
 		i = j
 	}
@@ -179,15 +178,16 @@ func collectSpreads(v reflect.Value, out *[]*ast.ArrayLiteral, seen map[uintptr]
 	}
 }
 
-// installSpread defines the helpers in a runtime. They copy arrays
-// element by element in Go, which spares goja's concat (a species lookup
-// and one property definition per element); anything else goes through
+// installSpread makes the helpers of a runtime (spread and spread1,
+// given to the module's code as parameters). They copy arrays element by
+// element in Go, which spares goja's concat (a species lookup and one
+// property definition per element); anything else goes through
 // Array.from, the iterator protocol, as a spread would.
-func installSpread(vm *goja.Runtime, lim sandboxLimits, tooMany func()) error {
+func installSpread(vm *goja.Runtime, lim sandboxLimits, tooMany func()) (spread, spread1 goja.Value, err error) {
 	from, ok := goja.AssertFunction(vm.Get("Array").ToObject(vm).Get("from"))
 	if !ok {
 		//lint:ignore ST1005 JavaScript's own wording, as V8 says it
-		return errors.New("Array.from is not a function")
+		return nil, nil, errors.New("Array.from is not a function")
 	}
 	// appendSpread appends the elements v spreads to, with room for extra
 	// more.
@@ -214,8 +214,8 @@ func installSpread(vm *goja.Runtime, lim sandboxLimits, tooMany func()) error {
 		}
 		return out
 	}
-	// __sgSpread(flags, ...values): flags tells which values to spread.
-	if err := vm.Set(spreadHelper, func(call goja.FunctionCall) goja.Value {
+	// spread(flags, ...values): flags tells which values to spread.
+	spread = vm.ToValue(func(call goja.FunctionCall) goja.Value {
 		flags := call.Argument(0).String()
 		out := make([]any, 0, len(call.Arguments))
 		for i := range len(flags) {
@@ -227,11 +227,9 @@ func installSpread(vm *goja.Runtime, lim sandboxLimits, tooMany func()) error {
 			}
 		}
 		return vm.NewArray(out...)
-	}); err != nil {
-		return err
-	}
-	// __sgSpread1(spread, ...values)
-	return vm.Set(spreadHelper+"1", func(call goja.FunctionCall) goja.Value {
+	})
+	// spread1(spread, ...values)
+	spread1 = vm.ToValue(func(call goja.FunctionCall) goja.Value {
 		rest := call.Arguments[min(1, len(call.Arguments)):]
 		out := appendSpread(nil, call.Argument(0), len(rest))
 		for _, v := range rest {
@@ -239,4 +237,5 @@ func installSpread(vm *goja.Runtime, lim sandboxLimits, tooMany func()) error {
 		}
 		return vm.NewArray(out...)
 	})
+	return spread, spread1, nil
 }

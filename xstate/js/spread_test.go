@@ -32,17 +32,21 @@ func TestRewriteSpreads(t *testing.T) {
 		{"[...a,\n  (\n  8\n  )\n]", `[1,2,3,8]`},
 	} {
 		vm := goja.New()
-		if err := installSpread(vm, limitsFor(0), func() { panic("too many") }); err != nil {
+		names := newHelperNames("test")
+		spread, spread1, err := installSpread(vm, limitsFor(0), func() { panic("too many") })
+		if err != nil {
 			t.Fatal(err)
 		}
-		code := "var a = [1, 2, 3], x; JSON.stringify(" + rewriteSpreads(tc.src) + ")"
+		_ = vm.Set(names.spread, spread)
+		_ = vm.Set(names.spread1, spread1)
+		code := "var a = [1, 2, 3], x; JSON.stringify(" + rewriteSpreads(tc.src, names) + ")"
 		v, err := vm.RunString(code)
 		if err != nil {
-			t.Errorf("%s: %v (rewritten: %s)", tc.src, err, rewriteSpreads(tc.src))
+			t.Errorf("%s: %v (rewritten: %s)", tc.src, err, rewriteSpreads(tc.src, names))
 			continue
 		}
 		if got := v.String(); got != tc.want {
-			t.Errorf("%s = %s, want %s (rewritten: %s)", tc.src, got, tc.want, rewriteSpreads(tc.src))
+			t.Errorf("%s = %s, want %s (rewritten: %s)", tc.src, got, tc.want, rewriteSpreads(tc.src, names))
 		}
 	}
 }

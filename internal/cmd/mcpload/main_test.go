@@ -297,16 +297,26 @@ func TestLoadCounts(t *testing.T) {
 	}
 }
 
+// slowTimeout is the -timeout of the slow tool's case. It bounds every
+// request of the run, not only the slow tool's, so it must be far longer
+// than a request to the local fake server takes on a loaded machine (the
+// slow tool never answers, so any value makes it fail); the case's window
+// is as long, so that its first ok_json call lands in it.
+const slowTimeout = 2 * time.Second
+
 func TestLoadFailures(t *testing.T) {
 	tests := []struct {
 		tool, want string
-		timeout    string
+		// extra flags: the slow tool's case times out each request after
+		// slowTimeout, with no warm-up and a window as long.
+		extra []string
 	}{
 		{tool: "is_error", want: "tools/call is_error: isError: no such state"},
 		{tool: "rpc_error", want: "JSON-RPC error -32602: unknown tool"},
 		{tool: "http_500", want: "HTTP 500: it broke"},
 		{tool: "malformed", want: "malformed JSON body"},
-		{tool: "slow", want: "context deadline exceeded", timeout: "30ms"},
+		{tool: "slow", want: "context deadline exceeded", extra: []string{
+			"-timeout", slowTimeout.String(), "-duration", slowTimeout.String(), "-warmup", "0s"}},
 		{tool: "missing", want: "unknown tool missing"},
 	}
 	for _, tc := range tests {
@@ -326,9 +336,7 @@ func TestLoadFailures(t *testing.T) {
 			defer srv.Close()
 			args := []string{"-url", srv.URL, "-sessions", "2", "-duration", "150ms", "-warmup", "50ms",
 				"-cycle", "ok_json," + tc.tool, "-args", `{"reason":"fix it"}`, "-list-every", "2"}
-			if tc.timeout != "" {
-				args = append(args, "-timeout", tc.timeout)
-			}
+			args = append(args, tc.extra...) // the later of a repeated flag counts
 			code, stdout, stderr := runLoad(t, args...)
 			if code != 1 {
 				t.Errorf("exit %d, want 1", code)
