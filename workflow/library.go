@@ -145,6 +145,7 @@ func (lib *Library) Reload(ctx context.Context) error {
 	}
 	results := make(map[string]loaded, len(files))
 	present := map[string]bool{}
+	var toLoad []string
 	for _, f := range files {
 		present[f] = true
 		if why := xstate.NotAMachine(f); why != "" {
@@ -162,8 +163,20 @@ func (lib *Library) Reload(ctx context.Context) error {
 		if v, ok := lib.helpers[f]; ok && v == fileVersion(f) {
 			continue // a module that exports no machine, unchanged
 		}
-		m, warns, err := Load(lib.loader, f, lib.handleKey)
+		toLoad = append(toLoad, f)
+	}
+	// The files are loaded without the lock: what is served, and the
+	// files' errors, are read meanwhile as they were (reloads themselves
+	// are serialized). A load ends with ctx (a shutdown).
+	lib.mu.Unlock()
+	for _, f := range toLoad {
+		m, warns, err := LoadContext(ctx, lib.loader, f, lib.handleKey)
 		results[f] = loaded{m: m, warns: warns, err: err, fresh: true}
+	}
+	lib.mu.Lock()
+	if err := ctx.Err(); err != nil {
+		lib.mu.Unlock()
+		return err // nothing changes: what was served stays
 	}
 	var good []*Workflow
 	for _, r := range results {

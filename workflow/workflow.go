@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"cmp"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -160,7 +161,13 @@ func workflowID(m *interp.Machine, file string) string {
 // Load loads a machine file and builds its tools. defaultHandleKey
 // applies when the machine's meta sets none.
 func Load(l *xstate.Loader, file, defaultHandleKey string) (*Workflow, []xstate.Diagnostic, error) {
-	m, warns, err := l.Load(file)
+	return LoadContext(context.Background(), l, file, defaultHandleKey)
+}
+
+// LoadContext is Load, abandoned when ctx ends (a module's top-level code
+// is interrupted: xstate.Loader.LoadContext).
+func LoadContext(ctx context.Context, l *xstate.Loader, file, defaultHandleKey string) (*Workflow, []xstate.Diagnostic, error) {
+	m, warns, err := l.LoadContext(ctx, file)
 	if err != nil {
 		return nil, warns, err
 	}

@@ -176,6 +176,9 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 	loader := &xstate.Loader{Root: c.Machines, Modules: &js.Host{Timeout: c.JSTimeout, Memory: int64(c.JSMemory), Console: log}}
 	lib := workflow.NewLibrary(workflow.LibraryOptions{Dir: c.Machines, Loader: loader, HandleKey: c.HandleKey, Logger: log, Serve: g.Reloaded})
 	if err := lib.Reload(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped (a signal) while the machines loaded
+		}
 		return err
 	}
 	if ups != nil {
