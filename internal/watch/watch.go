@@ -182,17 +182,31 @@ func (w *Watcher) handle(ev fsnotify.Event) bool {
 	}
 	if ev.Has(fsnotify.Create) {
 		if info, err := os.Lstat(ev.Name); err == nil && info.IsDir() {
-			w.addTree(ev.Name, true)
+			for _, f := range w.addTree(ev.Name, true) {
+				// Written before its folder was watched: no event of its
+				// own came, and this event's change is its.
+				if w.seen != nil {
+					w.seen(f, true)
+				}
+			}
 		}
 	}
 	return true
 }
 
 // addTree watches a folder's subfolders (and the folder itself when add),
-// but hidden ones.
-func (w *Watcher) addTree(dir string, add bool) {
+// but hidden ones, and returns the files it found in the folders it
+// added: each folder is watched before its entries are read, so a file
+// made in it is either found here or has an event of its own.
+func (w *Watcher) addTree(dir string, add bool) (files []string) {
 	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
+		if err != nil {
+			return nil
+		}
+		if !d.IsDir() {
+			if add {
+				files = append(files, path)
+			}
 			return nil
 		}
 		if path == dir && !add {
@@ -206,4 +220,5 @@ func (w *Watcher) addTree(dir string, add bool) {
 		}
 		return nil
 	})
+	return files
 }
