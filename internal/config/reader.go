@@ -42,6 +42,18 @@ type Funcs interface {
 	InvokeSrc(v any) (interp.ActorLogic, bool)
 }
 
+// Locator is implemented by the Funcs of a module whose source is known,
+// to place the problems of its config: Locate gives where the key that a
+// path of keys leads to from the config's root is written (an array's
+// element by its index, "0"), or else the deepest key of the path it
+// finds; file is "" for the module's own file, else the file the key is
+// in (a config part imported from another file); line and col count from
+// 1, col in bytes (as esbuild counts). ok is false when it finds no key
+// of the path.
+type Locator interface {
+	Locate(path []string) (file string, line, col int, ok bool)
+}
+
 // The size limits of a machine, checked as its config is read, before it
 // is compiled: the compile takes time and memory that grow with the
 // product of a machine's states and its states and transitions (a set of
