@@ -22,9 +22,13 @@ var shimSource string
 // bundled is a module bundled for goja.
 type bundled struct {
 	code  string
+	wd    string   // the folder esbuild ran in, which the source map's paths are relative to
 	files []string // the files read (absolute paths)
 	// locks is set when a file's code may lock objects (objectLocks).
 	locks bool
+	// unavailable is set when a file's code may use a global machine
+	// code does not have (mayUseUnavailable; see ioWarnings).
+	unavailable bool
 }
 
 // Extensions a module may import without naming them, in the order they
@@ -57,11 +61,11 @@ const tsconfig = `{"compilerOptions": {"verbatimModuleSyntax": true}}`
 // The exports go in a variable named exports (esbuild's global name; the
 // code is compiled into a function, where it is a local: see instrument).
 func bundle(file string, root *xstate.Root, exports string) (*bundled, []xstate.Diagnostic) {
-	out := &bundled{}
 	wd, err := os.Getwd()
 	if err != nil {
 		return nil, []xstate.Diagnostic{{File: file, Msg: err.Error()}}
 	}
+	out := &bundled{wd: wd}
 	plugin := api.Plugin{
 		Name: "stategate",
 		Setup: func(b api.PluginBuild) {
@@ -92,6 +96,7 @@ func bundle(file string, root *xstate.Root, exports string) (*bundled, []xstate.
 					return api.OnLoadResult{}, err
 				}
 				out.locks = out.locks || objectLocks.Match(data)
+				out.unavailable = out.unavailable || mayUseUnavailable.Match(data)
 				src := string(data)
 				return api.OnLoadResult{Contents: &src, Loader: loader, ResolveDir: filepath.Dir(args.Path)}, nil
 			})

@@ -107,18 +107,18 @@ func (h *Host) setup() error {
 }
 
 // loadModule bundles and evaluates a module, its files read in root, and
-// returns it with its roots described as Go values; ctx bounds its
-// top-level code, as the time and memory limits do.
-func (h *Host) loadModule(ctx context.Context, root *xstate.Root, file string, roots func(*goja.Runtime, *goja.Object) ([]goja.Value, error)) (*jsModule, []any, error) {
+// returns it with its roots described as Go values, and its bundle; ctx
+// bounds its top-level code, as the time and memory limits do.
+func (h *Host) loadModule(ctx context.Context, root *xstate.Root, file string, roots func(*goja.Runtime, *goja.Object) ([]goja.Value, error)) (*jsModule, []any, *bundled, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, nil, fmt.Errorf("%s: not loaded: %w", file, context.Cause(ctx))
+		return nil, nil, nil, fmt.Errorf("%s: not loaded: %w", file, context.Cause(ctx))
 	}
 	if err := h.setup(); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	b, diags := bundle(file, root, h.names.exports)
 	if len(diags) > 0 {
-		return nil, nil, &xstate.LoadError{File: file, Diags: diags}
+		return nil, nil, nil, &xstate.LoadError{File: file, Diags: diags}
 	}
 	code, files := b.code, b.files
 	compileErr := func(err error) error {
@@ -126,21 +126,21 @@ func (h *Host) loadModule(ctx context.Context, root *xstate.Root, file string, r
 	}
 	in, err := instrument(rewriteSpreads(code, h.names), h.names)
 	if err != nil {
-		return nil, nil, compileErr(err)
+		return nil, nil, nil, compileErr(err)
 	}
 	prog, err := goja.Compile(file, in.code, false)
 	if err != nil {
-		return nil, nil, compileErr(err)
+		return nil, nil, nil, compileErr(err)
 	}
 	mod := &jsModule{file: file, files: files, prog: prog, prelude: h.prelude, hardenProg: h.hardenProg, clock: h.clock, plan: &h.plan, dog: h.watchdog(), limits: limitsFor(h.memory()), roots: roots, plainObjects: b.locks, console: h.Console, stateful: in.stateful}
 	rt, described, err := mod.newRuntime(ctx)
 	if err != nil {
 		// The diagnostic names the file itself.
 		msg := strings.TrimPrefix(err.Error(), file+": ")
-		return nil, nil, &xstate.LoadError{File: file, Diags: []xstate.Diagnostic{{File: file, Msg: msg}}, Err: err}
+		return nil, nil, nil, &xstate.LoadError{File: file, Diags: []xstate.Diagnostic{{File: file, Msg: msg}}, Err: err}
 	}
 	mod.put(rt)
-	return mod, described, nil
+	return mod, described, b, nil
 }
 
 func isMarker(v goja.Value, kind string) bool {
@@ -201,7 +201,7 @@ func (h *Host) LoadMachine(root *xstate.Root, file string, base interp.Implement
 // when ctx ends, and the load fails with an error that wraps
 // interp.ErrStopped and ctx's cause.
 func (h *Host) LoadMachineContext(ctx context.Context, root *xstate.Root, file string, base interp.Implementations) (*interp.Machine, []xstate.Diagnostic, error) {
-	mod, roots, err := h.loadModule(ctx, root, file, pickMachine)
+	mod, roots, b, err := h.loadModule(ctx, root, file, pickMachine)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -209,16 +209,29 @@ func (h *Host) LoadMachineContext(ctx context.Context, root *xstate.Root, file s
 	if !ok || marker.kind != "machine" {
 		return nil, nil, &xstate.LoadError{File: file, Diags: []xstate.Diagnostic{{File: file, Msg: "the module exports no machine"}}}
 	}
-	r := &jsResolver{mod: mod, atLoad: true}
 	cfg, ok := marker.get("config").(*config.Object)
 	if !ok {
 		return nil, nil, &xstate.LoadError{File: file, Diags: []xstate.Diagnostic{{File: file, Msg: "createMachine() needs a config object"}}}
 	}
+	loc := (&configLocator{index: newBundleIndex(b, file)}).forConfig(cfg)
+	r := &jsResolver{mod: mod, atLoad: true, loc: loc}
 	impl, diags := r.implementations(marker.get("implementations"))
 	if len(diags) > 0 {
 		return nil, nil, &xstate.LoadError{File: file, Diags: diags}
 	}
-	return compile(file, cfg, r, config.Merge(base, impl))
+	m, warns, err := compile(file, cfg, r, config.Merge(base, impl))
+	// The machine keeps no reference to the bundle's code.
+	r.loc = nil
+	return m, append(warns, h.codeWarnings(b, file)...), err
+}
+
+// codeWarnings are the warnings about a module's code: the globals it
+// uses that machine code does not have (ioWarnings).
+func (h *Host) codeWarnings(b *bundled, file string) []xstate.Diagnostic {
+	if !b.unavailable {
+		return nil
+	}
+	return ioWarnings(b, file, h.names)
 }
 
 // LoadImplementations loads a module whose default export is {guards,
@@ -230,35 +243,60 @@ func (h *Host) LoadImplementations(root *xstate.Root, file string) (interp.Imple
 // LoadImplementationsContext is LoadImplementations bounded by ctx, as
 // LoadMachineContext is (xstate.ContextModules).
 func (h *Host) LoadImplementationsContext(ctx context.Context, root *xstate.Root, file string) (interp.Implementations, error) {
-	mod, roots, err := h.loadModule(ctx, root, file, pickImplementations)
+	impl, _, err := h.loadImplementations(ctx, root, file, false)
+	return impl, err
+}
+
+// LoadImplementationsWarnings is LoadImplementationsContext that also
+// returns the warnings about the module's code, as LoadMachineContext
+// does (xstate.Modules has no place for them).
+func (h *Host) LoadImplementationsWarnings(ctx context.Context, root *xstate.Root, file string) (interp.Implementations, []xstate.Diagnostic, error) {
+	return h.loadImplementations(ctx, root, file, true)
+}
+
+func (h *Host) loadImplementations(ctx context.Context, root *xstate.Root, file string, warn bool) (interp.Implementations, []xstate.Diagnostic, error) {
+	mod, roots, b, err := h.loadModule(ctx, root, file, pickImplementations)
 	if err != nil {
-		return interp.Implementations{}, err
+		return interp.Implementations{}, nil, err
 	}
 	impl, diags := (&jsResolver{mod: mod, atLoad: true}).implementations(roots[0])
 	if len(diags) > 0 {
-		return interp.Implementations{}, &xstate.LoadError{File: file, Diags: diags}
+		return interp.Implementations{}, nil, &xstate.LoadError{File: file, Diags: diags}
 	}
-	return impl, nil
+	var warns []xstate.Diagnostic
+	if warn {
+		warns = h.codeWarnings(b, file)
+	}
+	return impl, warns, nil
 }
 
 // compile compiles a config a module built, its functions resolved by
-// fns, as xstate compiles a JSON config.
-func compile(file string, cfg *config.Object, fns config.Funcs, impl interp.Implementations) (*interp.Machine, []xstate.Diagnostic, error) {
-	m, warns, errs := config.Compile(file, cfg, fns, impl)
-	if len(errs) > 0 {
-		return nil, diagnostics(warns), &xstate.LoadError{File: file, Diags: diagnostics(errs)}
+// r (which locates its problems), as xstate compiles a JSON config.
+func compile(file string, cfg *config.Object, r *jsResolver, impl interp.Implementations) (*interp.Machine, []xstate.Diagnostic, error) {
+	m, warns, errs := config.Compile(file, cfg, r, impl)
+	var index *bundleIndex
+	if r.loc != nil {
+		index = r.loc.index
 	}
-	return m, diagnostics(warns), nil
+	if len(errs) > 0 {
+		return nil, diagnostics(warns, index), &xstate.LoadError{File: file, Diags: diagnostics(errs, index)}
+	}
+	return m, diagnostics(warns, index), nil
 }
 
-// diagnostics converts the config reader's problems.
-func diagnostics(ps []config.Problem) []xstate.Diagnostic {
+// diagnostics converts the config reader's problems, with the text of
+// the line of each that has one (from the bundle's sources, when index is
+// not nil).
+func diagnostics(ps []config.Problem, index *bundleIndex) []xstate.Diagnostic {
 	if len(ps) == 0 {
 		return nil
 	}
 	out := make([]xstate.Diagnostic, len(ps))
 	for i, p := range ps {
 		out[i] = xstate.Diagnostic{File: p.File, Line: p.Line, State: p.State, Msg: p.Msg, Warning: p.Warning}
+		if p.Line > 0 && index != nil {
+			out[i].Source = strings.TrimSpace(index.lineText(p.File, p.Line))
+		}
 	}
 	return out
 }

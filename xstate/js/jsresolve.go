@@ -21,6 +21,9 @@ type jsResolver struct {
 	// atLoad is set for the resolver of the module's load: the static
 	// values it makes are the module's, for every instance (statics).
 	atLoad bool
+	// loc locates the problems of the config being compiled (Locate);
+	// nil when its source is not known.
+	loc *configLocator
 }
 
 // fnLabel names a function in errors.
@@ -679,7 +682,10 @@ func (r *jsResolver) machine(x *jsMarker) (*interp.Machine, error) {
 	if len(diags) > 0 {
 		return nil, &xstate.LoadError{File: r.mod.file, Diags: diags}
 	}
-	m, _, err := compile(r.mod.file, cfg, r, impl)
+	// The child's problems are located in its own config.
+	child := *r
+	child.loc = r.loc.forConfig(cfg)
+	m, _, err := compile(r.mod.file, cfg, &child, impl)
 	return m, err
 }
 

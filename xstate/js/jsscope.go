@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/dop251/goja/ast"
+	"github.com/dop251/goja/file"
 	"github.com/dop251/goja/parser"
 	"github.com/dop251/goja/token"
 )
@@ -71,18 +72,10 @@ type instrumented struct {
 // numbers (the source map is the bundle's): what is added goes on
 // existing lines, except one line before the source map.
 func instrument(code string, h helperNames) (instrumented, error) {
-	prog, err := parser.ParseFile(nil, "", code, 0, parser.WithDisableSourceMaps)
+	a, err := analyze(code, h)
 	if err != nil {
 		return instrumented{}, err
 	}
-	a := &analyzer{code: code, h: h}
-	top := a.newScope(nil, &fnInfo{top: true}, true)
-	top.place = atStatement(0)
-	a.top = top
-	for _, s := range prog.Body {
-		a.stmt(top, s)
-	}
-	a.resolve()
 	var ins []insertion
 	n := 0
 	stateful := ""
@@ -115,6 +108,23 @@ func instrument(code string, h helperNames) (instrumented, error) {
 	}
 	b.WriteString("})")
 	return instrumented{code: b.String(), readers: n, stateful: stateful}, nil
+}
+
+// analyze parses code and resolves the identifiers it uses.
+func analyze(code string, h helperNames) (*analyzer, error) {
+	prog, err := parser.ParseFile(nil, "", code, 0, parser.WithDisableSourceMaps)
+	if err != nil {
+		return nil, err
+	}
+	a := &analyzer{code: code, h: h}
+	top := a.newScope(nil, &fnInfo{top: true}, true)
+	top.place = atStatement(0)
+	a.top = top
+	for _, s := range prog.Body {
+		a.stmt(top, s)
+	}
+	a.resolve()
+	return a, nil
 }
 
 // splitSourceMap splits off the source map comment that ends esbuild's
@@ -223,6 +233,10 @@ type use struct {
 	s      *scope
 	fn     *fnInfo
 	assign bool
+	// at is where an identifier read is written (0 for others); typeOf
+	// is set for the operand of typeof.
+	at     file.Idx
+	typeOf bool
 }
 
 type analyzer struct {
@@ -232,6 +246,9 @@ type analyzer struct {
 	scopes []*scope
 	uses   []use
 	extra  []insertion // braces around loop bodies that get a reader
+	// globalProps are the reads of a property of globalThis
+	// (globalThis.fetch), by the property's name (for globalUses).
+	globalProps []use
 }
 
 func (a *analyzer) newScope(parent *scope, fn *fnInfo, isFn bool) *scope {
@@ -284,6 +301,32 @@ func (a *analyzer) resolve() {
 		}
 		slices.Sort(s.captured) // a stable order for the reader
 	}
+}
+
+// globalUses returns the reads of names that no scope declares (the
+// globals the code uses, typeof's operands included), and of properties
+// of globalThis (named by the property), in the order of the code.
+func (a *analyzer) globalUses() []use {
+	var out []use
+	for _, u := range a.uses {
+		if u.at > 0 && !u.assign && declaring(u.s, u.name) == nil {
+			out = append(out, u)
+		}
+	}
+	for _, u := range a.globalProps {
+		if declaring(u.s, "globalThis") == nil {
+			out = append(out, u)
+		}
+	}
+	slices.SortStableFunc(out, func(x, y use) int { return int(x.at - y.at) })
+	return out
+}
+
+// isGlobalThis reports whether an expression is the identifier
+// globalThis (whether a scope declares it is for globalUses).
+func isGlobalThis(e ast.Expression) bool {
+	id, ok := e.(*ast.Identifier)
+	return ok && id.Name.String() == "globalThis"
 }
 
 func declaring(s *scope, name string) *scope {
@@ -495,6 +538,9 @@ func (a *analyzer) targets(s *scope, fn *fnInfo, e ast.Expression) {
 	case *ast.Binding:
 		a.targets(s, fn, t.Target)
 		a.expr(s, fn, t.Initializer)
+	case *ast.DotExpression:
+		// globalThis.x = ... reads no x (see globalProps).
+		a.expr(s, fn, t.Left)
 	default:
 		a.expr(s, fn, e)
 	}
@@ -881,7 +927,7 @@ func (a *analyzer) expr(s *scope, fn *fnInfo, e ast.Expression) {
 	switch e := e.(type) {
 	case nil:
 	case *ast.Identifier:
-		a.use(s, fn, e.Name.String(), false)
+		a.uses = append(a.uses, use{name: e.Name.String(), s: s, fn: fn, at: e.Idx})
 	case *ast.ThisExpression:
 		a.use(s, fn, "this", false)
 	case *ast.FunctionLiteral:
@@ -898,8 +944,22 @@ func (a *analyzer) expr(s *scope, fn *fnInfo, e ast.Expression) {
 			a.targets(s, fn, e.Operand)
 			return
 		}
+		if e.Operator == token.TYPEOF {
+			switch o := e.Operand.(type) {
+			case *ast.Identifier:
+				a.uses = append(a.uses, use{name: o.Name.String(), s: s, fn: fn, at: o.Idx, typeOf: true})
+				return
+			case *ast.DotExpression:
+				if isGlobalThis(o.Left) {
+					a.globalProps = append(a.globalProps, use{name: o.Identifier.Name.String(), s: s, fn: fn, at: o.Identifier.Idx, typeOf: true})
+				}
+			}
+		}
 		a.expr(s, fn, e.Operand)
 	case *ast.DotExpression:
+		if isGlobalThis(e.Left) {
+			a.globalProps = append(a.globalProps, use{name: e.Identifier.Name.String(), s: s, fn: fn, at: e.Identifier.Idx})
+		}
 		a.expr(s, fn, e.Left)
 	case *ast.PrivateDotExpression:
 		a.expr(s, fn, e.Left)
@@ -909,7 +969,7 @@ func (a *analyzer) expr(s *scope, fn *fnInfo, e ast.Expression) {
 		}
 		a.expr(s, fn, e.Value)
 	case *ast.PropertyShort:
-		a.use(s, fn, e.Name.Name.String(), false)
+		a.uses = append(a.uses, use{name: e.Name.Name.String(), s: s, fn: fn, at: e.Name.Idx})
 		a.expr(s, fn, e.Initializer)
 	case *ast.MetaProperty, *ast.StringLiteral, *ast.NumberLiteral, *ast.BooleanLiteral, *ast.NullLiteral, *ast.RegExpLiteral, *ast.SuperExpression:
 	default:
