@@ -36,6 +36,11 @@ type MachineDef struct {
 	// Impl holds the named implementations the machine was created with
 	// (setup() in XState); Machine.Provide merges more.
 	Impl Implementations
+	// Where, when set, says where the machine's source names an
+	// implementation its state refers to (a file, "" for the machine's
+	// own, and a line and column, 0 when unknown), for Unresolved to
+	// report. The engine reads no source: the reader of a config gives it.
+	Where func(kind, name, state string) (file string, line, col int)
 }
 
 // StateDef is one state node before compilation.

@@ -35,6 +35,7 @@ type Machine struct {
 	EventTypes []string
 	Impl       Implementations
 
+	where   func(kind, name, state string) (string, int, int)
 	context *Expr
 	byID    map[string]*StateNode
 	init    *Transition // enters the initial configuration
@@ -150,7 +151,7 @@ func New(def *MachineDef) (*Machine, error) {
 	if def == nil || def.Root == nil {
 		return nil, &DefError{Path: "(root)", Msg: "no root state"}
 	}
-	m := &Machine{context: def.Context, Impl: def.Impl, byID: map[string]*StateNode{}, initCache: new(atomic.Pointer[initResult]), configs: &configTable{}}
+	m := &Machine{context: def.Context, Impl: def.Impl, where: def.Where, byID: map[string]*StateNode{}, initCache: new(atomic.Pointer[initResult]), configs: &configTable{}}
 	m.ID = def.Root.ID
 	if m.ID == "" {
 		m.ID = "(machine)"

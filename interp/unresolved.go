@@ -8,6 +8,11 @@ type Unresolved struct {
 	Kind  string // "guard", "action", "actor" or "delay"
 	Name  string
 	State string // the path of the state that refers to it
+	// File, Line and Column say where the machine's source names it,
+	// when its definition said (MachineDef.Where): File is "" for the
+	// machine's own file, Line and Column 0 when unknown.
+	File         string
+	Line, Column int
 }
 
 // Unresolved lists the named guards, actions, actors and delays that the
@@ -20,6 +25,9 @@ func (m *Machine) Unresolved() []Unresolved {
 		u := Unresolved{Kind: kind, Name: name, State: n.PathString()}
 		if !seen[u] {
 			seen[u] = true
+			if m.where != nil {
+				u.File, u.Line, u.Column = m.where(kind, name, u.State)
+			}
 			out = append(out, u)
 		}
 	}

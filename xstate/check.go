@@ -105,7 +105,7 @@ func (r *Report) Lines() []string {
 	var out []string
 	for _, f := range r.Files {
 		for _, d := range f.Diags {
-			out = append(out, d.String())
+			out = append(out, d.Pretty()...)
 		}
 		if f.Failed {
 			out = append(out, fmt.Sprintf("%s: FAILED", f.File))
@@ -238,6 +238,21 @@ func machineOfImpl(file string) (string, bool) {
 }
 
 func checkFile(l *Loader, file, dir string) CheckResult {
+	res := checkFileUnsorted(l, file, dir)
+	SortDiagnostics(res.Diags)
+	return res
+}
+
+// SortDiagnostics orders diagnostics by file, line and column (those with
+// no line first in their file), errors and warnings together, keeping the
+// order of those at one place.
+func SortDiagnostics(ds []Diagnostic) {
+	slices.SortStableFunc(ds, func(a, b Diagnostic) int {
+		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
+	})
+}
+
+func checkFileUnsorted(l *Loader, file, dir string) CheckResult {
 	res := CheckResult{File: file}
 	var m *interp.Machine
 	var warns []Diagnostic
@@ -254,6 +269,9 @@ func checkFile(l *Loader, file, dir string) CheckResult {
 		} else {
 			res.Diags = append(res.Diags, Diagnostic{File: file, Msg: err.Error()})
 		}
+		if root != nil {
+			res.Diags = quoteSources(root, res.Diags)
+		}
 		return res
 	}
 	// A server refuses a machine that names a guard, actor or delay with
@@ -263,11 +281,34 @@ func checkFile(l *Loader, file, dir string) CheckResult {
 		res.Diags = append(res.Diags, d)
 		res.Failed = res.Failed || !d.Warning
 	}
+	if root != nil {
+		res.Diags = quoteSources(root, res.Diags)
+	}
 	res.States = len(m.Nodes)
 	res.Events = len(m.EventTypes)
 	res.sources = Sources(file, m)
 	res.Machine = m
 	return res
+}
+
+// quoteSources sets the Source of the diagnostics that have a line and
+// none, from their files read in root (a file that cannot be read is
+// left as it is).
+func quoteSources(root *Root, ds []Diagnostic) []Diagnostic {
+	files := map[string][]byte{}
+	for i := range ds {
+		d := &ds[i]
+		if d.Line <= 0 || d.Source != "" || d.File == "" {
+			continue
+		}
+		data, ok := files[d.File]
+		if !ok {
+			data, _ = root.ReadFile(d.File)
+			files[d.File] = data
+		}
+		d.SetSource(data)
+	}
+	return ds
 }
 
 // SortOldestFirst sorts files by modification time, oldest first (a copy

@@ -16,7 +16,7 @@ func TestParseJSONErrors(t *testing.T) {
 	}{
 		{"syntax", "{\n  \"id\": \"m\",\n  \"states\": {\n    \"a\": {,}\n  }\n}", []string{"m.json:4:", "invalid JSON"}},
 		{"not an object", `[1, 2]`, []string{"m.json:1:", "must be a JSON object"}},
-		{"v4 cond", "{\"id\":\"m\",\"initial\":\"a\",\"states\":{\n\"a\":{\"on\":{\"GO\":{\"target\":\"b\",\"cond\":\"ok\"}}},\"b\":{}}}", []string{"m.json:2: state a:", `"cond" is not an XState v5 transition key`, "guard"}},
+		{"v4 cond", "{\"id\":\"m\",\"initial\":\"a\",\"states\":{\n\"a\":{\"on\":{\"GO\":{\"target\":\"b\",\"cond\":\"ok\"}}},\"b\":{}}}", []string{"m.json:2:31: state a:", `"cond" is not an XState v5 transition key`, "guard"}},
 		{"v4 internal and null event", `{"id":"m","initial":"a","states":{"a":{"on":{"":"b","X":{"target":"b","internal":false}}},"b":{}}}`, []string{`null events ("")`, `"internal"`}},
 		{"bad type", `{"id":"m","initial":"a","states":{"a":{"type":"weird"}}}`, []string{`state a: unknown state type "weird"`}},
 		{"bad target", `{"id":"m","initial":"a","states":{"a":{"on":{"GO":42}}}}`, []string{`state a: on "GO": a transition must be a target string or an object`}},
@@ -71,10 +71,10 @@ func TestMissingDiagnostics(t *testing.T) {
 		got = append(got, d.String())
 	}
 	want := []string{
-		`m.json: warning: state a: action "hello" has no implementation; XState skips it`,
-		`m.json: state a: delay "slow" has no implementation`,
-		`m.json: state a: guard "ok" has no implementation`,
-		`m.json: state b: actor "fetcher" has no implementation`,
+		`m.json:1:40: warning: state a: action "hello" has no implementation; XState skips it`,
+		`m.json:1:65: state a: delay "slow" has no implementation`,
+		`m.json:1:89: state a: guard "ok" has no implementation`,
+		`m.json:1:133: state b: actor "fetcher" has no implementation`,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -1,10 +1,12 @@
 package xstate
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 )
 
 // ErrInvalid is wrapped by every error about a machine file that cannot be
@@ -25,16 +27,77 @@ type Diagnostic struct {
 	// Quotes is set when Msg may quote the file (a parser's own words:
 	// Expected ";" but found "..."): Public leaves out what it quotes.
 	Quotes bool
+	// lead is 1 + the bytes of white space Source was trimmed of at its
+	// start (for Pretty's caret); 0 when unknown.
+	lead int
 }
 
-// String renders the diagnostic for the server's log and check: the file,
-// the line, the state, the message, and the line's text when known.
+// String renders the diagnostic on one line, for the server's log: the
+// file, the line and column (file:line:column, as compilers write them),
+// the state, the message, and the line's text when known.
 func (d Diagnostic) String() string {
 	s := d.render(d.Msg)
 	if d.Source != "" {
-		s += fmt.Sprintf(" (column %d: %s)", d.Column, d.Source)
+		s += " (at: " + d.Source + ")"
 	}
 	return s
+}
+
+// Pretty renders the diagnostic for a terminal, as check prints it: as
+// String without the line's text on the first line, then, when known,
+// the line's text and a caret under the column.
+func (d Diagnostic) Pretty() []string {
+	out := []string{d.render(d.Msg)}
+	if d.Source == "" {
+		return out
+	}
+	out = append(out, "    "+d.Source)
+	if lead := d.lead - 1; d.Column > 0 && lead >= 0 && d.Column-1 >= lead {
+		before := d.Column - 1 - lead
+		if before <= len(d.Source) {
+			out = append(out, "    "+strings.Repeat(" ", utf8.RuneCountInString(d.Source[:before]))+"^")
+		}
+	}
+	return out
+}
+
+// SetSource sets the diagnostic's Source to the text of its line in data
+// (the file's contents), trimmed, when it has a line and the line is
+// short enough to show (a minified file's is not).
+func (d *Diagnostic) SetSource(data []byte) {
+	if d.Line <= 0 {
+		return
+	}
+	line := nthLine(data, d.Line)
+	if line == nil || len(line) > maxSourceLine {
+		return
+	}
+	text := strings.TrimRight(string(line), " \t\r")
+	trimmed := strings.TrimLeft(text, " \t")
+	if trimmed == "" || !utf8.ValidString(trimmed) {
+		return
+	}
+	d.Source = trimmed
+	d.lead = 1 + len(text) - len(trimmed)
+}
+
+// maxSourceLine bounds the text of a line a diagnostic quotes.
+const maxSourceLine = 240
+
+// nthLine returns line n (from 1) of data, without its newline; nil when
+// there is none.
+func nthLine(data []byte, n int) []byte {
+	for i := 1; i < n; i++ {
+		j := bytes.IndexByte(data, '\n')
+		if j < 0 {
+			return nil
+		}
+		data = data[j+1:]
+	}
+	if j := bytes.IndexByte(data, '\n'); j >= 0 {
+		data = data[:j]
+	}
+	return data
 }
 
 // Public renders the diagnostic for MCP clients: as String, without the
@@ -52,6 +115,9 @@ func (d Diagnostic) render(msg string) string {
 	b.WriteString(d.File)
 	if d.Line > 0 {
 		fmt.Fprintf(&b, ":%d", d.Line)
+		if d.Column > 0 {
+			fmt.Fprintf(&b, ":%d", d.Column)
+		}
 	}
 	b.WriteString(": ")
 	if d.Warning {

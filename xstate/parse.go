@@ -1,6 +1,7 @@
 package xstate
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 
@@ -58,8 +59,9 @@ func decodeConfig(file string, data []byte) (*config.Object, error) {
 		d := Diagnostic{File: file, Msg: "invalid JSON: " + err.Error()}
 		var pe *config.PosError
 		if errors.As(err, &pe) {
-			d.Line = pe.Line
-			d.Msg = fmt.Sprintf("invalid JSON at column %d: %v", pe.Col, pe.Err)
+			d.Line, d.Column = pe.Line, pe.Col
+			d.Msg = "invalid JSON: " + pe.Err.Error()
+			d.SetSource(data)
 		}
 		return nil, &LoadError{File: file, Diags: []Diagnostic{d}}
 	}
@@ -71,6 +73,8 @@ func decodeConfig(file string, data []byte) (*config.Object, error) {
 }
 
 // compile reads a decoded config and compiles it with implementations.
+// Its diagnostics name the line and column of each problem; check quotes
+// the line (quoteSources), the server's log does not.
 func compile(file string, root *config.Object, fns config.Funcs, impl interp.Implementations) (*interp.Machine, []Diagnostic, error) {
 	m, warns, errs := config.Compile(file, root, fns, impl)
 	if len(errs) > 0 {
@@ -86,18 +90,19 @@ func diagnostics(ps []config.Problem) []Diagnostic {
 	}
 	out := make([]Diagnostic, len(ps))
 	for i, p := range ps {
-		out[i] = Diagnostic{File: p.File, Line: p.Line, State: p.State, Msg: p.Msg, Warning: p.Warning}
+		out[i] = Diagnostic{File: p.File, Line: p.Line, Column: p.Column, State: p.State, Msg: p.Msg, Warning: p.Warning}
 	}
 	return out
 }
 
 // MissingDiagnostics lists the named guards, actions, actors and delays of
-// a machine that have no implementation. Guards, actors and delays are
-// errors for a served machine; actions are warnings (XState skips them).
+// a machine that have no implementation, each where the machine's source
+// names it when that is known. Guards, actors and delays are errors for a
+// served machine; actions are warnings (XState skips them).
 func MissingDiagnostics(file string, m *interp.Machine) []Diagnostic {
 	var out []Diagnostic
 	for _, u := range m.Unresolved() {
-		d := Diagnostic{File: file, State: u.State, Warning: u.Kind == "action"}
+		d := Diagnostic{File: cmp.Or(u.File, file), Line: u.Line, Column: u.Column, State: u.State, Warning: u.Kind == "action"}
 		if d.Warning {
 			d.Msg = fmt.Sprintf("action %q has no implementation; XState skips it", u.Name)
 		} else {

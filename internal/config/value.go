@@ -25,6 +25,49 @@ type Object struct {
 	// is undefined (then Keys is every key).
 	All  []string
 	Line int // the line of the opening brace (0 for a module's)
+	col  int // the column of the opening brace (0 for a module's)
+	// at is where each key is written, in the order written (a JSON
+	// config's; nil for a module's): see Pos.
+	at []keyPos
+}
+
+// pos is a place in a JSON text: a line, and a column in bytes, from 1.
+type pos struct{ line, col int }
+
+// keyPos is where a key of a JSON object is (its opening quote) and, when
+// its value is an array, where each element is.
+type keyPos struct {
+	key string
+	pos
+	elems []pos
+}
+
+// Pos returns where key k is written in the JSON the object was decoded
+// from (its last occurrence, the one whose value is kept), and whether
+// that is known.
+func (o *Object) Pos(k string) (line, col int, ok bool) {
+	if kp := o.keyPos(k); kp != nil {
+		return kp.line, kp.col, true
+	}
+	return 0, 0, false
+}
+
+// ElemPos returns where element i of the array that is the value of key k
+// is written, and whether that is known.
+func (o *Object) ElemPos(k string, i int) (line, col int, ok bool) {
+	if kp := o.keyPos(k); kp != nil && i >= 0 && i < len(kp.elems) {
+		return kp.elems[i].line, kp.elems[i].col, true
+	}
+	return 0, 0, false
+}
+
+func (o *Object) keyPos(k string) *keyPos {
+	for i := len(o.at) - 1; i >= 0; i-- {
+		if o.at[i].key == k {
+			return &o.at[i]
+		}
+	}
+	return nil
 }
 
 // AllKeys returns every key in order, those set to undefined included.
@@ -70,6 +113,8 @@ type orderedParser struct {
 	// machine).
 	at    int64
 	lines int
+	// elems are the positions of the elements of the array read last.
+	elems []pos
 }
 
 func (p *orderedParser) line(offset int64) int {
@@ -84,6 +129,14 @@ func (p *orderedParser) line(offset int64) int {
 	return p.lines + 1
 }
 
+// column is the column of offset, in bytes from 1.
+func (p *orderedParser) column(offset int64) int {
+	if offset > int64(len(p.data)) {
+		offset = int64(len(p.data))
+	}
+	return int(offset) - bytes.LastIndexByte(p.data[:offset], '\n')
+}
+
 func (p *orderedParser) position(err error) error {
 	var se *json.SyntaxError
 	off := p.dec.InputOffset()
@@ -96,9 +149,7 @@ func (p *orderedParser) position(err error) error {
 	if off > int64(len(p.data)) {
 		off = int64(len(p.data))
 	}
-	line := p.line(off)
-	col := off - int64(bytes.LastIndexByte(p.data[:off], '\n'))
-	return &PosError{Line: line, Col: int(col), Err: err}
+	return &PosError{Line: p.line(off), Col: p.column(off), Err: err}
 }
 
 // PosError is a JSON syntax error, with where it is.
@@ -120,16 +171,23 @@ func (p *orderedParser) value() (any, error) {
 	case json.Delim:
 		switch t {
 		case '{':
-			o := &Object{Vals: map[string]any{}, Line: p.line(start + p.leadingSpace(start))}
+			brace := start + p.leadingSpace(start)
+			o := &Object{Vals: map[string]any{}, Line: p.line(brace), col: p.column(brace)}
 			for p.dec.More() {
+				koff := p.dec.InputOffset()
+				koff += p.leadingSpace(koff)
 				kt, err := p.dec.Token()
 				if err != nil {
 					return nil, err
 				}
 				k := kt.(string)
+				o.at = append(o.at, keyPos{key: k, pos: pos{p.line(koff), p.column(koff)}})
 				v, err := p.value()
 				if err != nil {
 					return nil, err
+				}
+				if _, isArr := v.([]any); isArr {
+					o.at[len(o.at)-1].elems, p.elems = p.elems, nil
 				}
 				if _, dup := o.Vals[k]; !dup {
 					o.Keys = append(o.Keys, k)
@@ -143,13 +201,18 @@ func (p *orderedParser) value() (any, error) {
 			return o, nil
 		case '[':
 			arr := []any{}
+			var elems []pos
 			for p.dec.More() {
+				eoff := p.dec.InputOffset()
+				eoff += p.leadingSpace(eoff)
+				elems = append(elems, pos{p.line(eoff), p.column(eoff)})
 				v, err := p.value()
 				if err != nil {
 					return nil, err
 				}
 				arr = append(arr, v)
 			}
+			p.elems = elems
 			if _, err := p.dec.Token(); err != nil {
 				return nil, err
 			}

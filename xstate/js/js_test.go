@@ -85,9 +85,9 @@ func TestDeepRecursionIsAnError(t *testing.T) {
 
 func TestForbiddenImports(t *testing.T) {
 	for file, want := range map[string]string{
-		"forbidden.ts":       `forbidden.ts:2: cannot import "node:fs"`,
-		"package-import.mjs": `package-import.mjs:2: cannot import "lodash"`,
-		"xstate-graph.mjs":   `xstate-graph.mjs:2: cannot import "xstate/graph"`,
+		"forbidden.ts":       `forbidden.ts:2:30: cannot import "node:fs"`,
+		"package-import.mjs": `package-import.mjs:2:15: cannot import "lodash"`,
+		"xstate-graph.mjs":   `xstate-graph.mjs:2:33: cannot import "xstate/graph"`,
 	} {
 		_, _, err := (&xstate.Loader{Modules: &Host{}}).LoadModule(jsFile(file))
 		if !errors.Is(err, xstate.ErrInvalid) || !strings.Contains(err.Error(), want) {
