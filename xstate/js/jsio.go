@@ -19,7 +19,7 @@ import (
 // declares, read other than as typeof's operand, is the global's.
 
 const (
-	ioAdvice      = "`%s` is not available to machine code (it runs without I/O): call the service as an upstream MCP server's tool bound to this machine (docs/upstreams.md), or implement the actor in Go (a Registry actor: docs/embedding.md)"
+	ioAdvice      = "`%s` is not available to machine code (it runs without I/O): call the service as an upstream MCP server's tool bound to this machine (docs/upstreams.md), or implement the actor in Go (a Registry actor: docs/machines.md#implementations-written-in-go)"
 	timerAdvice   = "`%s` is not available to machine code: use XState's delayed transitions (`after`) or delayed events (`raise(..., { delay })`)"
 	processAdvice = "`%s` is not available to machine code: pass values in through the machine's input (`meta.input`: docs/tools.md) or context"
 	storeAdvice   = "`%s` is not available to machine code: keep what the machine must remember in its context, which stategate stores with each instance"
@@ -122,7 +122,9 @@ func ioWarnings(b *bundled, module string, h helperNames) []xstate.Diagnostic {
 		if f.count > 1 {
 			msg += fmt.Sprintf(" (and %d more %s in this file)", f.count-1, plural(f.count-1, "use", "uses"))
 		}
-		out = append(out, xstate.Diagnostic{File: f.pos.file, Line: f.pos.line, Column: f.pos.col, Msg: msg, Warning: true, Source: strings.TrimSpace(f.pos.text)})
+		d := xstate.Diagnostic{File: f.pos.file, Line: f.pos.line, Column: f.pos.col, Msg: msg, Warning: true}
+		d.SetSource([]byte(sm.sm.SourceContent(f.pos.source)))
+		out = append(out, d)
 	}
 	return out
 }
@@ -132,4 +134,23 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// notDefined matches the message of a ReferenceError of a name.
+var notDefined = regexp.MustCompile(`^([A-Za-z_$][\w$]*) is not defined$`)
+
+// unavailableAdvice is what to do instead of using a global that machine
+// code does not have, when msg is the ReferenceError of one ("fetch is
+// not defined": a module's top-level code used it); "" for another
+// message.
+func unavailableAdvice(msg string) string {
+	m := notDefined.FindStringSubmatch(msg)
+	if m == nil {
+		return ""
+	}
+	advice, ok := unavailable[m[1]]
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf(advice, m[1])
 }

@@ -137,6 +137,9 @@ func (h *Host) loadModule(ctx context.Context, root *xstate.Root, file string, r
 	if err != nil {
 		// The diagnostic names the file itself.
 		msg := strings.TrimPrefix(err.Error(), file+": ")
+		if advice := unavailableAdvice(msg); advice != "" {
+			msg += " (" + advice + ")"
+		}
 		return nil, nil, nil, &xstate.LoadError{File: file, Diags: []xstate.Diagnostic{{File: file, Msg: msg}}, Err: err}
 	}
 	mod.put(rt)
@@ -292,10 +295,16 @@ func diagnostics(ps []config.Problem, index *bundleIndex) []xstate.Diagnostic {
 		return nil
 	}
 	out := make([]xstate.Diagnostic, len(ps))
+	files := map[string][]byte{}
 	for i, p := range ps {
-		out[i] = xstate.Diagnostic{File: p.File, Line: p.Line, State: p.State, Msg: p.Msg, Warning: p.Warning}
+		out[i] = xstate.Diagnostic{File: p.File, Line: p.Line, Column: p.Column, State: p.State, Msg: p.Msg, Warning: p.Warning}
 		if p.Line > 0 && index != nil {
-			out[i].Source = strings.TrimSpace(index.lineText(p.File, p.Line))
+			data, ok := files[p.File]
+			if !ok {
+				data = []byte(index.content(p.File))
+				files[p.File] = data
+			}
+			out[i].SetSource(data)
 		}
 	}
 	return out

@@ -40,7 +40,8 @@ type bundleIndex struct {
 // machineLiteral is the config a createMachine call was given.
 type machineLiteral struct {
 	obj objValue
-	at  int // the argument's offset in the code
+	at  int  // the argument's offset in the code
+	own bool // in the module's own file
 }
 
 // objValue is an object written in the code: the literals it is made of,
@@ -72,10 +73,10 @@ func newBundleIndex(b *bundled, module string) *bundleIndex {
 	return &bundleIndex{code: b.code, wd: b.wd, module: module}
 }
 
-// lineText returns the text of a line (from 1) of one of the bundle's
-// files, named as diagnostics name it ("" for the module's own); "" when
-// it has no such file or line.
-func (x *bundleIndex) lineText(file string, line int) string {
+// content returns the contents of one of the bundle's files, named as
+// diagnostics name it ("" for the module's own); "" when it has no such
+// file.
+func (x *bundleIndex) content(file string) string {
 	x.once.Do(x.parse)
 	if x.sm == nil {
 		return ""
@@ -83,15 +84,16 @@ func (x *bundleIndex) lineText(file string, line int) string {
 	if file == "" {
 		file = x.module
 	}
-	return x.sm.fileLine(file, line)
+	return x.sm.content(file)
 }
 
 // configLocator locates the problems of one machine's config (a
 // config.Locator): the module's machine, or a child machine it defines,
-// told apart by their ids.
+// told apart by their ids and their shapes (pick).
 type configLocator struct {
 	index *bundleIndex
-	id    string // the machine's id; "" when its config has none
+	id    string         // the machine's id; "" when its config has none
+	cfg   *config.Object // the machine's config, as its code built it
 }
 
 var _ config.Locator = (*jsResolver)(nil)
@@ -113,7 +115,7 @@ func (l *configLocator) forConfig(cfg *config.Object) *configLocator {
 		return nil
 	}
 	id, _ := cfg.Vals["id"].(string)
-	return &configLocator{index: l.index, id: id}
+	return &configLocator{index: l.index, id: id, cfg: cfg}
 }
 
 // Locate places the key a path of keys leads to from the config's root:
@@ -160,36 +162,49 @@ func (l *configLocator) Locate(path []string) (file string, line, col int, ok bo
 	return file, p.line, p.col, true
 }
 
-// pick chooses the literal of the locator's machine: one whose id is the
-// machine's (and which has states), else the one literal there is.
+// pick chooses the literal of the locator's machine. A literal whose id
+// is another machine's is not; of the others, the one most like the
+// config wins: its id, the config's keys it has, the names of the
+// config's states it has, and being in the module's own file; the later
+// of two alike (the machine a module exports is mostly written after
+// the machines it invokes).
 func (l *configLocator) pick() (machineLiteral, bool) {
-	calls := l.index.calls
 	best, bestScore := -1, -1
-	for i, c := range calls {
+	for i, c := range l.index.calls {
 		score := 0
 		id, hasID := c.obj.stringKey("id")
 		switch {
 		case hasID && id == l.id:
-			score += 4
-		case !hasID && l.id == "":
-			score += 2
+			score += 100
 		case hasID:
 			continue // another machine's
 		}
-		if _, _, has := c.obj.get("states"); has {
+		if l.cfg != nil {
+			for _, k := range l.cfg.Keys {
+				if _, _, has := c.obj.get(k); has {
+					score++
+				}
+			}
+			states, _ := l.cfg.Vals["states"].(*config.Object)
+			if lit, _, has := c.obj.get("states"); has && states != nil && lit != nil {
+				for _, k := range states.Keys {
+					if _, _, has := lit.get(k); has {
+						score++
+					}
+				}
+			}
+		}
+		if c.own {
 			score++
 		}
-		if score > bestScore {
+		if score >= bestScore {
 			best, bestScore = i, score
 		}
 	}
 	if best < 0 {
-		if len(calls) == 1 {
-			return calls[0], true
-		}
 		return machineLiteral{}, false
 	}
-	return calls[best], true
+	return l.index.calls[best], true
 }
 
 // parse parses the bundle and finds its createMachine calls; on any
@@ -209,8 +224,8 @@ func (x *bundleIndex) parse() {
 		if len(c.call.ArgumentList) == 0 {
 			continue
 		}
-		at := int(c.call.Callee.Idx0()) - 1
-		if p, ok := sm.pos(at); !ok || !p.user() {
+		p, ok := sm.pos(int(c.call.Callee.Idx0()) - 1)
+		if !ok || !p.user() {
 			continue // the shim's own code
 		}
 		arg := c.call.ArgumentList[0]
@@ -218,7 +233,7 @@ func (x *bundleIndex) parse() {
 		if !ok {
 			continue
 		}
-		x.calls = append(x.calls, machineLiteral{obj: obj, at: int(arg.Idx0()) - 1})
+		x.calls = append(x.calls, machineLiteral{obj: obj, at: int(arg.Idx0()) - 1, own: p.file == x.module})
 	}
 	x.sm = sm
 }

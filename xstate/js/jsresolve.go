@@ -686,6 +686,15 @@ func (r *jsResolver) machine(x *jsMarker) (*interp.Machine, error) {
 	child := *r
 	child.loc = r.loc.forConfig(cfg)
 	m, _, err := compile(r.mod.file, cfg, &child, impl)
+	child.loc = nil // the machine keeps no reference to the bundle's code
+	var le *xstate.LoadError
+	if errors.As(err, &le) {
+		// Its text goes in a message of the parent's, which clients may
+		// be told: without the lines of the file (Diagnostic.Public).
+		for i := range le.Diags {
+			le.Diags[i].Source = ""
+		}
+	}
 	return m, err
 }
 

@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"net/url"
+	"path/filepath"
 	"sort"
 	"strings"
 	"unicode/utf16"
@@ -72,14 +74,12 @@ func newSrcMap(code, wd, module string) (*srcMap, error) {
 	return &srcMap{code: code, lines: lineStarts(code), sm: sm, sources: names.Sources, wd: wd, module: module, sourceLines: map[string][]int{}}, nil
 }
 
-// fileLine returns the text of a line (from 1) of a file, named as
-// diagnostics name it, from the contents the source map keeps; "" when
-// the file is not one of the bundle's.
-func (m *srcMap) fileLine(file string, line int) string {
+// content returns the contents of a file, named as diagnostics name it,
+// that the source map keeps; "" when the file is not one of the bundle's.
+func (m *srcMap) content(file string) string {
 	for _, src := range m.sources {
-		if locationFile(m.wd, m.module, src) == file {
-			text, _ := m.sourceLine(src, line, 0)
-			return text
+		if m.fileOf(src) == file {
+			return m.sm.SourceContent(src)
 		}
 	}
 	return ""
@@ -112,7 +112,17 @@ func (m *srcMap) pos(off int) (srcPos, bool) {
 		return srcPos{}, false
 	}
 	text, byteCol := m.sourceLine(source, sline, scol)
-	return srcPos{source: source, file: locationFile(m.wd, m.module, source), line: sline, col: byteCol + 1, text: text}, true
+	return srcPos{source: source, file: m.fileOf(source), line: sline, col: byteCol + 1, text: text}, true
+}
+
+// fileOf names a source of the map as diagnostics name files
+// (locationFile): the map's are URLs, relative to the working folder
+// (esbuild escapes a path's "(" as "%28").
+func (m *srcMap) fileOf(source string) string {
+	if p, err := url.PathUnescape(source); err == nil {
+		source = p
+	}
+	return locationFile(m.wd, m.module, filepath.FromSlash(source))
 }
 
 // sourceLine returns the text of a line of a source (from 1), and the
