@@ -7,6 +7,10 @@
 //     to a shim of its own that provides the v5 API (setup,
 //     createMachine, assign, raise, sendTo, enqueueActions, fromPromise,
 //     ...), and any other import is refused;
+//   - diagnostics in the files written: a config's problems placed at
+//     their keys through the bundle's source map (jslocate.go), and
+//     warnings of the globals machine code uses but does not have, such
+//     as fetch and setTimeout (jsio.go);
 //   - the runtime: the code runs in goja runtimes taken from a pool, one
 //     per step (a runtime is the step's interp.Thread), with the module's
 //     functions made into interp guards, actions, expressions and actor

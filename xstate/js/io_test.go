@@ -1,6 +1,7 @@
 package js
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -179,5 +180,29 @@ export default createMachine({ id: 'top', initial: 'a', states: { a: {} } });
 	_, _, err := (&xstate.Loader{Modules: &Host{}}).Load(filepath.Join(dir, "top.ts"))
 	if want := "setInterval is not defined (`setInterval` is not available to machine code: use XState's delayed transitions"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("load: %v, want %q", err, want)
+	}
+}
+
+// TestImplementationsWarnings checks that LoadImplementationsWarnings
+// returns the warnings of an implementations module's code.
+func TestImplementationsWarnings(t *testing.T) {
+	src := `import { fromPromise } from 'xstate';
+export default {
+  actors: { load: fromPromise(() => fetch('https://example.com')) },
+};
+`
+	dir := t.TempDir()
+	root := writeModules(t, dir, map[string]string{"m.impl.ts": src})
+	file := filepath.Join(dir, "m.impl.ts")
+	impl, warns, err := (&Host{}).LoadImplementationsWarnings(context.Background(), root, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := impl.Actors["load"]; !ok {
+		t.Errorf("actors %v, want load", impl.Actors)
+	}
+	line, col := posOf(t, src, "fetch(")
+	if len(warns) != 1 || warns[0].File != file || warns[0].Line != line || warns[0].Column != col || !strings.HasPrefix(warns[0].Msg, "`fetch` is not available") {
+		t.Errorf("warnings %v, want fetch's at %d:%d", warns, line, col)
 	}
 }
