@@ -56,6 +56,14 @@ type ContextModules interface {
 	LoadImplementationsContext(ctx context.Context, root *Root, file string) (interp.Implementations, error)
 }
 
+// WarningModules are Modules whose implementations modules' loads give
+// warnings about their code too (package xstate/js's Host: a global that
+// machine code lacks, such as fetch), which a JSON machine's load reports
+// as its own.
+type WarningModules interface {
+	LoadImplementationsWarnings(ctx context.Context, root *Root, file string) (interp.Implementations, []Diagnostic, error)
+}
+
 // ErrNoMachine is wrapped by the error of a module that exports no
 // machine: a helper module that machines import, rather than a machine
 // with an error.
@@ -114,12 +122,19 @@ func (l *Loader) loadIn(ctx context.Context, root *Root, path string) (*interp.M
 			return nil, nil, err
 		}
 		impl := interp.Implementations{}
+		var implWarns []Diagnostic
 		if f := ImplementationsFile(path); f != "" {
-			if impl, err = l.loadImplementationsIn(ctx, root, f); err != nil {
-				return nil, nil, err
+			if wm, ok := l.Modules.(WarningModules); ok {
+				impl, implWarns, err = wm.LoadImplementationsWarnings(ctx, root, f)
+			} else {
+				impl, err = l.loadImplementationsIn(ctx, root, f)
+			}
+			if err != nil {
+				return nil, implWarns, err
 			}
 		}
-		return compile(path, cfg, nil, l.withRegistry(impl))
+		m, warns, err := compile(path, cfg, nil, l.withRegistry(impl))
+		return m, append(implWarns, warns...), err
 	case ".js", ".mjs", ".ts", ".mts", ".cjs", ".cts":
 		if _, err := os.Stat(path); err != nil {
 			return nil, nil, err

@@ -206,3 +206,31 @@ export default {
 		t.Errorf("warnings %v, want fetch's at %d:%d", warns, line, col)
 	}
 }
+
+// TestJSONMachineReportsItsImplementationsWarnings checks that a JSON
+// machine loaded by a Loader reports the warnings of the implementations
+// module beside it (xstate.WarningModules), as check prints them.
+func TestJSONMachineReportsItsImplementationsWarnings(t *testing.T) {
+	src := `import { fromPromise } from 'xstate';
+export default {
+  actors: { load: fromPromise(() => fetch('https://example.com')) },
+};
+`
+	dir := t.TempDir()
+	writeModules(t, dir, map[string]string{
+		"m.impl.ts": src,
+		"m.json":    `{"id": "m", "initial": "a", "states": {"a": {"invoke": {"src": "load"}}}}`,
+	})
+	rep, err := (&xstate.Loader{Modules: &Host{}}).Check([]string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Files) != 1 || rep.Files[0].Failed {
+		t.Fatalf("report %v, want m.json ok", rep.Lines())
+	}
+	line, col := posOf(t, src, "fetch(")
+	want := fmt.Sprintf("m.impl.ts:%d:%d: warning: `fetch` is not available", line, col)
+	if got := strings.Join(rep.Lines(), "\n"); !strings.Contains(got, want) {
+		t.Errorf("check printed\n%s\nwant a line with %q", got, want)
+	}
+}
