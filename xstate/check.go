@@ -295,18 +295,15 @@ func checkFileUnsorted(l *Loader, file, dir string) CheckResult {
 // none, from their files read in root (a file that cannot be read is
 // left as it is).
 func quoteSources(root *Root, ds []Diagnostic) []Diagnostic {
-	files := map[string][]byte{}
-	for i := range ds {
-		d := &ds[i]
-		if d.Line <= 0 || d.Source != "" || d.File == "" {
+	read := map[string]bool{}
+	for _, d := range ds {
+		if d.Line <= 0 || d.Source != "" || d.File == "" || read[d.File] {
 			continue
 		}
-		data, ok := files[d.File]
-		if !ok {
-			data, _ = root.ReadFile(d.File)
-			files[d.File] = data
+		read[d.File] = true
+		if data, err := root.ReadFile(d.File); err == nil {
+			SetSources(ds, d.File, data)
 		}
-		d.SetSource(data)
 	}
 	return ds
 }

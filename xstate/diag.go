@@ -64,11 +64,48 @@ func (d Diagnostic) Pretty() []string {
 // SetSource sets the diagnostic's Source to the text of its line in data
 // (the file's contents), trimmed, when it has a line and the line is
 // short enough to show (a minified file's is not).
+//
+// It reads data from its start: for many diagnostics of one file, use
+// SetSources.
 func (d *Diagnostic) SetSource(data []byte) {
 	if d.Line <= 0 {
 		return
 	}
-	line := nthLine(data, d.Line)
+	d.setLine(nthLine(data, d.Line))
+}
+
+// SetSources sets the Source of each diagnostic about file (by its File)
+// that has a line and no Source, from data, the file's contents, read
+// once.
+func SetSources(ds []Diagnostic, file string, data []byte) {
+	var starts []int // the offset of each line, from line 1
+	for i := range ds {
+		d := &ds[i]
+		if d.File != file || d.Line <= 0 || d.Source != "" {
+			continue
+		}
+		if starts == nil {
+			starts = append(starts, 0)
+			for j, c := range data {
+				if c == '\n' {
+					starts = append(starts, j+1)
+				}
+			}
+		}
+		if d.Line > len(starts) {
+			continue
+		}
+		line := data[starts[d.Line-1]:]
+		if j := bytes.IndexByte(line, '\n'); j >= 0 {
+			line = line[:j]
+		}
+		d.setLine(line)
+	}
+}
+
+// setLine sets Source to line's text, trimmed, when it is short enough to
+// show (a minified file's is not).
+func (d *Diagnostic) setLine(line []byte) {
 	if line == nil || len(line) > maxSourceLine {
 		return
 	}

@@ -295,16 +295,17 @@ func diagnostics(ps []config.Problem, index *bundleIndex) []xstate.Diagnostic {
 		return nil
 	}
 	out := make([]xstate.Diagnostic, len(ps))
-	files := map[string][]byte{}
+	files := map[string]bool{}
 	for i, p := range ps {
 		out[i] = xstate.Diagnostic{File: p.File, Line: p.Line, Column: p.Column, State: p.State, Msg: p.Msg, Warning: p.Warning}
-		if p.Line > 0 && index != nil {
-			data, ok := files[p.File]
-			if !ok {
-				data = []byte(index.content(p.File))
-				files[p.File] = data
-			}
-			out[i].SetSource(data)
+	}
+	if index == nil {
+		return out
+	}
+	for _, d := range out {
+		if d.Line > 0 && !files[d.File] {
+			files[d.File] = true
+			xstate.SetSources(out, d.File, []byte(index.content(d.File)))
 		}
 	}
 	return out
