@@ -195,7 +195,7 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 func TestInitMakesAWorkingFolder(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "machines")
 	stdout, stderr, code := runMain(t, "init", dir)
-	if code != 0 || !strings.Contains(stdout, filepath.Join(dir, "ticket.ts")) || !strings.Contains(stdout, `"args": [`) || !strings.Contains(stdout, `"`+dir+`"`) {
+	if code != 0 || !strings.Contains(stdout, filepath.Join(dir, "ticket.ts")) || !strings.Contains(stdout, `"args": [`) || !strings.Contains(stdout, `"`+dir+`"`) || !strings.Contains(stdout, "--tool-name ticket_assign --tool-arg ticket_id=T-1") {
 		t.Fatalf("init: exit %d\n%s%s", code, stdout, stderr)
 	}
 	if stdout, stderr, code := runMain(t, "check", dir); code != 0 || !strings.Contains(stdout, "ticket.ts: ok (4 states, 3 events)") {
