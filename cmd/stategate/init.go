@@ -108,13 +108,14 @@ func (c *initCmd) Run(stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "Wrote %s: a commented machine (a support ticket).\n\n", file)
-	fmt.Fprint(stdout, nextSteps(dir))
+	fmt.Fprint(stdout, nextSteps(dir, true))
 	return nil
 }
 
 // nextSteps says how to use a machines folder: try it, then the config an
-// MCP client needs, with absolute paths.
-func nextSteps(dir string) string {
+// MCP client needs, with absolute paths. ticket is set for the folder init
+// wrote, whose ticket machine a first call is shown on.
+func nextSteps(dir string, ticket bool) string {
 	bin, built := binary()
 	cmdline := shellQuote(bin) + " serve --machines " + shellQuote(dir)
 	type server struct {
@@ -128,8 +129,12 @@ func nextSteps(dir string) string {
 	if !built {
 		fmt.Fprintf(&b, "This is `go run`'s temporary binary; build one first, for the client to start:\n  go build -o stategate ./cmd/stategate\n(then use its path below).\n\n")
 	}
-	fmt.Fprintf(&b, "Try it with the MCP Inspector's CLI (node 22; the server's command line, then -- and the Inspector's own flags):\n  npx @modelcontextprotocol/inspector --cli %s -- --method tools/list\n  npx @modelcontextprotocol/inspector --cli %s -- --method tools/call --tool-name ticket_assign --tool-arg ticket_id=T-1 --tool-arg assignee=ana\n", cmdline, cmdline)
-	fmt.Fprintf(&b, "Each --cli command is a session of its own, and the CLI calls only the tools its session lists: a new session lists what a new ticket allows (ticket_assign, ticket_status). A client keeps its session, which then lists T-1's next steps once it has seen T-1 (ticket_status with ticket_id T-1 shows them).\n\n")
+	fmt.Fprintf(&b, "Try it with the MCP Inspector's CLI (node 22; the server's command line, then -- and the Inspector's own flags):\n  npx @modelcontextprotocol/inspector --cli %s -- --method tools/list\n", cmdline)
+	if ticket {
+		fmt.Fprintf(&b, "  npx @modelcontextprotocol/inspector --cli %s -- --method tools/call --tool-name ticket_assign --tool-arg ticket_id=T-1 --tool-arg assignee=ana\n", cmdline)
+		fmt.Fprintf(&b, "Each --cli command is a session of its own, and the CLI calls only the tools its session lists: a new session lists what a new ticket allows (ticket_assign, ticket_status). A client keeps its session, which then lists T-1's next steps once it has seen T-1 (ticket_status with ticket_id T-1 shows them).\n")
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "Have an MCP client start it: in Claude Desktop's claude_desktop_config.json, Cursor's mcp.json or VS Code's mcp.json (\"servers\" there), add:\n%s\n\n", config)
 	fmt.Fprintf(&b, "To watch its workflows live while the client runs it, add \"--inspect\", \"127.0.0.1:3001\" to the args and open http://127.0.0.1:3001/inspect: the instances, their states, the tools the agent has now, updated as it calls them.\n\n")
 	fmt.Fprintf(&b, "Or serve Streamable HTTP, and watch it live in a browser:\n  %s --http 127.0.0.1:3001\n  (MCP at http://127.0.0.1:3001/mcp, the inspector at http://127.0.0.1:3001/inspect)\n", cmdline)

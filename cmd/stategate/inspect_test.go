@@ -222,7 +222,7 @@ func TestInspectFlags(t *testing.T) {
 // TestNextStepsMentionTheInspector: the next steps serve and init print
 // say how to watch a desktop client's workflows.
 func TestNextStepsMentionTheInspector(t *testing.T) {
-	if s := nextSteps("/m"); !strings.Contains(s, `add "--inspect", "127.0.0.1:3001" to the args and open http://127.0.0.1:3001/inspect`) {
+	if s := nextSteps("/m", false); !strings.Contains(s, `add "--inspect", "127.0.0.1:3001" to the args and open http://127.0.0.1:3001/inspect`) {
 		t.Errorf("the next steps:\n%s", s)
 	}
 }

@@ -232,7 +232,7 @@ func (c *serveCmd) Run(stdout io.Writer) error {
 		if term.IsTerminal(int(os.Stdin.Fd())) {
 			// A person started it, not a client: say what to do next.
 			dir, _ := filepath.Abs(c.Machines)
-			fmt.Fprintf(os.Stderr, "\nThis is an MCP server: it speaks JSON-RPC on stdin and stdout, for an MCP client to start it. Ctrl-C stops it.\n\n%s\n", nextSteps(dir))
+			fmt.Fprintf(os.Stderr, "\nThis is an MCP server: it speaks JSON-RPC on stdin and stdout, for an MCP client to start it. Ctrl-C stops it.\n\n%s\n", nextSteps(dir, false))
 			if iln != nil {
 				fmt.Fprint(os.Stderr, inspectHint(inspectBase))
 			}
