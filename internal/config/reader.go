@@ -1,9 +1,11 @@
 // Package config is the XState v5 config reader: it turns a config (a
 // JSON config decoded with Decode, or the object a JavaScript module
 // built, whose values may be functions) into an interp machine, with
-// every problem found named by its state and line. Package xstate reads
-// JSON configs with it, package xstate/js the configs of modules (through
-// Funcs, which makes interp values of their functions).
+// every problem found named by its state and placed at the line and
+// column of its key. Package xstate reads JSON configs with it, package
+// xstate/js the configs of modules (through Funcs, which makes interp
+// values of their functions and, as a Locator, places their problems). It
+// knows nothing of files, MCP or JavaScript itself.
 package config
 
 import (
