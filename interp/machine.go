@@ -16,6 +16,10 @@ var ErrDefinition = errors.New("invalid machine definition")
 type DefError struct {
 	Path string // the state's path from the root, "(root)" for the root
 	Msg  string
+	// Transition is the definition of the transition the error is about
+	// (a pointer into the MachineDef), for a reader of a config to place
+	// it; nil when it is about the state.
+	Transition *TransitionDef
 }
 
 func (e *DefError) Error() string { return fmt.Sprintf("state %s: %s", e.Path, e.Msg) }
@@ -388,7 +392,7 @@ func (c *compiler) transitions(n *StateNode, event string, defs []*TransitionDef
 				if event == "" {
 					what = "always"
 				}
-				c.fail(n, "transition on %s: %v", what, err)
+				c.errs = append(c.errs, &DefError{Path: n.PathString(), Msg: fmt.Sprintf("transition on %s: %v", what, err), Transition: td})
 				return out
 			}
 			t.Targets = append(t.Targets, s)

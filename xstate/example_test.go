@@ -23,7 +23,7 @@ func ExampleParseJSON() {
 	fmt.Println(err)
 	// Output:
 	// door.json:5:53: state closed: on "OPEN": "cond" is not an XState v5 transition key: use `guard` (XState v5)
-	// door.json:6:5: state open: transition on event "CLOSE": child state 'shut' does not exist on 'door'
+	// door.json:6:23: state open: transition on event "CLOSE": child state 'shut' does not exist on 'door'
 }
 
 // A JSON machine whose guard, actions and delay are Go functions from a

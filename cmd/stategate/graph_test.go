@@ -51,7 +51,7 @@ func TestGraphCommand(t *testing.T) {
 		{name: "instance mermaid", cmd: graphCmd{File: invoiceFile, Format: "mermaid", Data: data, Handle: "42"},
 			want: []string{"class s2 active\n", "note right of s0\n", "total: 1200\n"}},
 		{name: "bad file", cmd: graphCmd{File: filepath.Join(t.TempDir(), "nope.json"), Format: "svg"}, err: "nope.json"},
-		{name: "broken machine", cmd: graphCmd{File: writeFile(t, "broken.json", `{"id":"m","initial":"a","states":{"a":{"on":{"GO":"nowhere"}}}}`), Format: "dot"}, err: "broken.json:1:35: state a:"},
+		{name: "broken machine", cmd: graphCmd{File: writeFile(t, "broken.json", `{"id":"m","initial":"a","states":{"a":{"on":{"GO":"nowhere"}}}}`), Format: "dot"}, err: "broken.json:1:46: state a:"},
 		{name: "unknown handle", cmd: graphCmd{File: invoiceFile, Format: "dot", Data: data, Handle: "nobody"}, err: `no instance "nobody" of machine invoice in ` + data},
 		{name: "handle without data", cmd: graphCmd{File: invoiceFile, Handle: "42"}, err: "--handle goes with --data or --store"},
 		{name: "no store", cmd: graphCmd{File: invoiceFile, Data: filepath.Join(t.TempDir(), "none"), Handle: "42"}, err: "none"},

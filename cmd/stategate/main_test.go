@@ -71,7 +71,7 @@ func TestCheckCommand(t *testing.T) {
 	if err != errSilentFailure {
 		t.Fatalf("err = %v, want a failure", err)
 	}
-	if !strings.Contains(out.String(), "bad.json:1:35: state a:") || !strings.Contains(out.String(), "FAILED") {
+	if !strings.Contains(out.String(), "bad.json:1:46: state a:") || !strings.Contains(out.String(), "FAILED") {
 		t.Fatalf("output %q", out.String())
 	}
 	// A handle key that is a bundled machine's argument fails its files.

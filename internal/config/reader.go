@@ -102,7 +102,7 @@ func Compile(file string, root *Object, fns Funcs, impl interp.Implementations) 
 	m, err := interp.New(def)
 	errs = errorsOnly(r.diags)
 	if err != nil {
-		errs = append(errs, defProblems(file, err, r.states)...)
+		errs = append(errs, defProblems(file, err, r.states, r.targets)...)
 	}
 	warnings = warningsOnly(r.diags)
 	if len(errs) > 0 {
@@ -171,7 +171,7 @@ func Read(file string, root *Object) (*interp.MachineDef, []Problem) {
 }
 
 // defProblems converts the errors of interp.New into problems.
-func defProblems(file string, err error, states map[string]loc) []Problem {
+func defProblems(file string, err error, states map[string]loc, targets map[*interp.TransitionDef]loc) []Problem {
 	var errs []error
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		errs = j.Unwrap()
@@ -182,7 +182,11 @@ func defProblems(file string, err error, states map[string]loc) []Problem {
 	for _, e := range errs {
 		var de *interp.DefError
 		if errors.As(e, &de) {
-			out = append(out, Problem{File: file, State: de.Path, Msg: de.Msg, Path: stateAt(states, de.Path)})
+			p := Problem{File: file, State: de.Path, Msg: de.Msg, Path: stateAt(states, de.Path)}
+			if at, ok := targets[de.Transition]; ok && de.Transition != nil {
+				p.Path = at
+			}
+			out = append(out, p)
 		} else {
 			out = append(out, Problem{File: file, Msg: e.Error()})
 		}
@@ -244,6 +248,9 @@ type configReader struct {
 	states map[string]loc
 	// fns resolves JS function values of module configs (nil for JSON).
 	fns Funcs
+	// targets is where each transition's target is, to place the errors
+	// of interp.New about a transition.
+	targets map[*interp.TransitionDef]loc
 	// refs are the named implementations read, where each is first named
 	// in its state.
 	refs    []missingRef
@@ -255,7 +262,7 @@ type configReader struct {
 }
 
 func newReader(file string, root *Object, fns Funcs) *configReader {
-	return &configReader{file: file, root: root, fns: fns, states: map[string]loc{}, refSeen: map[ref]bool{}}
+	return &configReader{file: file, root: root, fns: fns, states: map[string]loc{}, targets: map[*interp.TransitionDef]loc{}, refSeen: map[ref]bool{}}
 }
 
 // loc is where a value is in a config: the path of keys from its root
@@ -646,7 +653,7 @@ func (r *configReader) state(o *Object, key string, path []string, at loc, root 
 		if d.Type != interp.History {
 			r.errorf(sp, at.key("target"), "only history states take a target (transitions go in `on`)")
 		} else {
-			d.HistoryTo = r.targets(v, sp, at.key("target"))
+			d.HistoryTo = r.readTargets(v, sp, at.key("target"))
 		}
 	}
 	if children != nil {
@@ -793,7 +800,7 @@ func (r *configReader) outputExpr(v any) *interp.Expr {
 	}}
 }
 
-func (r *configReader) targets(v any, sp string, at loc) []string {
+func (r *configReader) readTargets(v any, sp string, at loc) []string {
 	switch x := v.(type) {
 	case string:
 		return []string{x}
@@ -842,6 +849,7 @@ func (r *configReader) transitions(v any, sp string, at loc, where string) []*in
 			if x != "" {
 				t.Targets = []string{x}
 				t.HasTarget = true
+				r.targets[t] = iat
 			}
 		case Undefined:
 			// undefined in a module is targetless too: XState reads it
@@ -857,8 +865,9 @@ func (r *configReader) transitions(v any, sp string, at loc, where string) []*in
 			if tv, ok := x.Get("target"); ok && tv == nil {
 				r.errorf(sp, iat.key("target"), "%s: target cannot be null (XState fails when the transition is taken); leave target out for a targetless transition", where)
 			} else if ok && tv != "" {
-				t.Targets = r.targets(tv, sp, iat.key("target"))
+				t.Targets = r.readTargets(tv, sp, iat.key("target"))
 				t.HasTarget = true
+				r.targets[t] = iat.key("target")
 			}
 			if gv, ok := x.Get("guard"); ok && gv != nil {
 				t.Guard = r.guard(gv, sp, iat.key("guard"), where)
