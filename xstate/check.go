@@ -239,14 +239,14 @@ func machineOfImpl(file string) (string, bool) {
 
 func checkFile(l *Loader, file, dir string) CheckResult {
 	res := checkFileUnsorted(l, file, dir)
-	SortDiagnostics(res.Diags)
+	sortDiagnostics(res.Diags)
 	return res
 }
 
-// SortDiagnostics orders diagnostics by file, line and column (those with
+// sortDiagnostics orders diagnostics by file, line and column (those with
 // no line first in their file), errors and warnings together, keeping the
 // order of those at one place.
-func SortDiagnostics(ds []Diagnostic) {
+func sortDiagnostics(ds []Diagnostic) {
 	slices.SortStableFunc(ds, func(a, b Diagnostic) int {
 		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
 	})
