@@ -301,7 +301,16 @@ func TestLibraryKnowsProjectFolders(t *testing.T) {
 		"package.json":  `{"name":"machines","version":"1.0.0","dependencies":{"xstate":"^5.33.3"}}`,
 		"tsconfig.json": `{"compilerOptions":{"strict":true,"module":"esnext"}}`,
 		"lamp.json":     `{"id":"lamp","initial":"off","states":{"off":{"on":{"ON":"on"}},"on":{}}}`,
+		// A project's packages: never loaded (a package's code is no
+		// machine, and a machine may import none).
+		"node_modules/xstate/package.json":      `{"name":"xstate"}`,
+		"node_modules/xstate/dist/xstate.js":    `module.exports = require('./actors');`,
+		"node_modules/other/machine.json":       `{"id":"lamp","initial":"x","states":{"x":{}}}`,
+		"node_modules/other/node_modules/a.mjs": `export default 1;`,
 	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -324,7 +333,7 @@ func TestLibraryKnowsProjectFolders(t *testing.T) {
 			t.Errorf("check of %s:\n%s", f, lines)
 		}
 	}
-	if rep.Failed() || !strings.Contains(lines, "lamp.json: ok") {
+	if rep.Failed() || !strings.Contains(lines, "lamp.json: ok") || strings.Contains(lines, "node_modules") {
 		t.Errorf("check:\n%s", lines)
 	}
 }

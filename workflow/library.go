@@ -409,7 +409,7 @@ func machineFiles(dir string) (files, irregular []string, err error) {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && path != dir && strings.HasPrefix(d.Name(), ".") {
+		if d.IsDir() && path != dir && xstate.SkipFolder(d.Name()) {
 			return filepath.SkipDir
 		}
 		if d.IsDir() || !xstate.IsMachineFile(path) {

@@ -41,6 +41,14 @@ func IsMachineFile(name string) bool {
 	return true
 }
 
+// SkipFolder reports whether the walk of a machines folder skips a
+// subfolder by its name: a hidden one (.git, .stategate) and node_modules
+// (a project's packages: no machines, and none a machine may import), so
+// that an XState project's folder can be served as it is.
+func SkipFolder(name string) bool {
+	return strings.HasPrefix(name, ".") || name == "node_modules"
+}
+
 // NotAMachine says why a machine file's name holds no machine, "" when it
 // may: a JSON file is a machine only if it is an object with "states" (an
 // XState config, as visual editors export them), so that the
@@ -144,7 +152,7 @@ func (l *Loader) Check(paths []string) (*Report, error) {
 			if err != nil {
 				return err
 			}
-			if d.IsDir() && path != p && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() && path != p && SkipFolder(d.Name()) {
 				return filepath.SkipDir
 			}
 			if !d.IsDir() && IsMachineFile(path) {

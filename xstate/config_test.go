@@ -93,6 +93,13 @@ func TestCheck(t *testing.T) {
 	write("x.case.json", `{"machine":"good.json"}`)
 	write(".hidden.json", `{`)
 	write("good.json~", `{`)
+	// A project's packages and hidden folders are not searched.
+	for _, sub := range []string{"node_modules/lodash", ".git"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write(filepath.Join(sub, "broken.json"), `{"states": {`)
+	}
 	rep, err := (&Loader{}).Check([]string{dir})
 	if err != nil {
 		t.Fatal(err)

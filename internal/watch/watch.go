@@ -194,8 +194,16 @@ func (w *Watcher) handle(ev fsnotify.Event) bool {
 	return true
 }
 
+// skipFolder reports whether a tree's watch leaves out a subfolder: a
+// hidden one, or node_modules (thousands of folders of packages, whose
+// changes are no one's), as xstate.SkipFolder leaves them out of a
+// machines folder.
+func skipFolder(name string) bool {
+	return strings.HasPrefix(name, ".") || name == "node_modules"
+}
+
 // addTree watches a folder's subfolders (and the folder itself when add),
-// but hidden ones, and returns the files it found in the folders it
+// but hidden ones and node_modules, and returns the files it found in the folders it
 // added: each folder is watched before its entries are read, so a file
 // made in it is either found here or has an event of its own.
 func (w *Watcher) addTree(dir string, add bool) (files []string) {
@@ -212,7 +220,7 @@ func (w *Watcher) addTree(dir string, add bool) (files []string) {
 		if path == dir && !add {
 			return nil
 		}
-		if strings.HasPrefix(d.Name(), ".") {
+		if skipFolder(d.Name()) {
 			return filepath.SkipDir
 		}
 		if err := w.fs.Add(path); err != nil {

@@ -216,19 +216,22 @@ func TestTree(t *testing.T) {
 		t.Fatalf("a new subfolder's file: %v", c)
 	}
 
-	// What is in a hidden folder is not watched; the folder itself is.
-	hidden := filepath.Join(dir, ".git")
-	if err := os.Mkdir(hidden, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	r.until(hidden)
-	write(t, filepath.Join(hidden, "HEAD"), "x")
-	r.settled()
-	if c := r.names[filepath.Join(hidden, "HEAD")]; len(c) != 0 {
-		t.Fatalf("a hidden folder's file seen: %v", c)
-	}
-	if c := r.names[hidden]; len(c) == 0 || !c[0] {
-		t.Fatalf("the hidden folder's creation: %v", c)
+	// What is in a hidden folder or node_modules is not watched; the
+	// folder itself is.
+	for _, name := range []string{".git", "node_modules"} {
+		skipped := filepath.Join(dir, name)
+		if err := os.Mkdir(skipped, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		r.until(skipped)
+		write(t, filepath.Join(skipped, "HEAD"), "x")
+		r.settled()
+		if c := r.names[filepath.Join(skipped, "HEAD")]; len(c) != 0 {
+			t.Fatalf("a file in %s seen: %v", name, c)
+		}
+		if c := r.names[skipped]; len(c) == 0 || !c[0] {
+			t.Fatalf("the creation of %s: %v", name, c)
+		}
 	}
 }
 
