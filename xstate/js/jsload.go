@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -140,10 +142,40 @@ func (h *Host) loadModule(ctx context.Context, root *xstate.Root, file string, r
 		if advice := unavailableAdvice(msg); advice != "" {
 			msg += " (" + advice + ")"
 		}
-		return nil, nil, nil, &xstate.LoadError{File: file, Diags: []xstate.Diagnostic{{File: file, Msg: msg}}, Err: err}
+		d := xstate.Diagnostic{File: file, Msg: msg}
+		var ex *goja.Exception
+		if errors.As(err, &ex) {
+			d.File, d.Line, d.Column = thrownAt(ex, file, files)
+		}
+		return nil, nil, nil, &xstate.LoadError{File: file, Diags: []xstate.Diagnostic{d}, Err: err}
 	}
 	mod.put(rt)
 	return mod, described, b, nil
+}
+
+// thrownAt says where in the files a module was bundled from (files,
+// absolute) the exception its top-level code threw was thrown: the file,
+// line and column of the innermost frame that goja placed, through the
+// bundle's source map, in one of them; file and no line when none is.
+func thrownAt(ex *goja.Exception, file string, files []string) (string, int, int) {
+	known := map[string]bool{file: true}
+	for _, f := range files {
+		known[f] = true
+	}
+	abs, _ := filepath.Abs(file)
+	for _, fr := range ex.Stack() {
+		p := fr.Position()
+		if p.Line <= 0 {
+			continue
+		}
+		switch {
+		case p.Filename == file || p.Filename == abs:
+			return file, p.Line, p.Column
+		case known[p.Filename]:
+			return p.Filename, p.Line, p.Column
+		}
+	}
+	return file, 0, 0
 }
 
 func isMarker(v goja.Value, kind string) bool {

@@ -260,3 +260,42 @@ export default setup({ actors: { child } }).createMachine({
 		t.Errorf("load: %v, want %s, without the line's text", err, want)
 	}
 }
+
+// TestTopLevelExceptionPlaced checks that an exception thrown by a
+// module's top-level code as it loads is placed where it was thrown: in
+// the module, or in a file it imports.
+func TestTopLevelExceptionPlaced(t *testing.T) {
+	helper := "export function load(): number {\n  const cfg: any = undefined;\n  return cfg.max;\n}\n"
+	for _, tc := range []struct {
+		name, src, in, at string
+		// near: the column may be one before at's (goja places a new
+		// Error one column early through esbuild's map)
+		near bool
+	}{
+		{"own", "import { createMachine } from 'xstate';\n\nfunction pick(x: any) {\n  return x.deep.value;\n}\nconst v = pick({});\n\nexport default createMachine({ id: 'm', initial: 'a', context: { v }, states: { a: {} } });\n", "m.ts", ".value", false},
+		{"imported", "import { createMachine } from 'xstate';\nimport { load } from './helper';\n\nconst max = load();\n\nexport default createMachine({ id: 'm', initial: 'a', context: { max }, states: { a: {} } });\n", "helper.ts", ".max", false},
+		{"thrown", "import { createMachine } from 'xstate';\n\nif (1 + 1 === 2) {\n  throw new Error('no config');\n}\n\nexport default createMachine({ id: 'm', initial: 'a', states: { a: {} } });\n", "m.ts", "new Error", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeModules(t, dir, map[string]string{"m.ts": tc.src, "helper.ts": helper})
+			_, _, err := (&xstate.Loader{Modules: &Host{}, Root: dir}).Load(filepath.Join(dir, "m.ts"))
+			var le *xstate.LoadError
+			if !errors.As(err, &le) || len(le.Diags) != 1 {
+				t.Fatalf("err = %v, want one diagnostic", err)
+			}
+			src := tc.src
+			if tc.in == "helper.ts" {
+				src = helper
+			}
+			line, col := posOf(t, src, tc.at)
+			d := le.Diags[0]
+			if tc.near && d.Column == col-1 {
+				col--
+			}
+			if d.File != filepath.Join(dir, tc.in) || d.Line != line || d.Column != col {
+				t.Errorf("placed at %s:%d:%d, want %s:%d:%d (%s)", d.File, d.Line, d.Column, filepath.Join(dir, tc.in), line, col, d.Msg)
+			}
+		})
+	}
+}
