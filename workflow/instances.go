@@ -963,6 +963,11 @@ type Change struct {
 	// leaves it unset. A change another replica made (on a store.Shared)
 	// is told Moved: only its version is known here.
 	Moved bool
+	// Deleted is set when the instance was deleted (Delete, `stategate
+	// state delete` or `prune`; another replica's, as the change feed
+	// tells it): Version is 0, and the handle names an instance as it
+	// starts, not stored.
+	Deleted bool
 	// Resync, when set, says only that changes made by other replicas
 	// may have been missed (the store's change feed was cut): the other
 	// fields are empty, and whatever the subscriber shows of any instance
@@ -971,12 +976,12 @@ type Change struct {
 }
 
 // Subscribe calls f after every change of a stored instance (a call, a
-// timer, a Send, an intent and its settling, a reset; on a store.Shared,
+// timer, a Send, an intent and its settling, a reset, a deletion; on a store.Shared,
 // those of other replicas too, as the change feed tells them, and Resync
 // when it may have missed some), once the change is in the store, with the context of the work that made it (its
 // values, not its cancellation). f runs while the instance is held: it
 // must return quickly, and must not hold the instance itself (Hold,
-// Send, Reset); loading instances (Load) is fine. The returned function
+// Send, Reset, Delete); loading instances (Load) is fine. The returned function
 // ends the subscription.
 func (x *Instances) Subscribe(f func(context.Context, Change)) (cancel func()) {
 	return x.watchers.add(f)

@@ -409,7 +409,7 @@ func (x *Instances) onChange(c store.Change) {
 		r.arm(c.NextDue.Add(r.grace))
 	}
 	r.tell(c.Key, false)
-	x.watchers.tell(ctx, Change{Workflow: c.Key.Machine, Handle: c.Key.Handle, Version: c.Version, Moved: true})
+	x.watchers.tell(ctx, Change{Workflow: c.Key.Machine, Handle: c.Key.Handle, Version: c.Version, Moved: true, Deleted: c.Version == 0})
 }
 
 // arm tells the timer loop of a time a timer may be claimed at (zero:
