@@ -21,6 +21,8 @@ type stateCmd struct {
 	Show    stateShowCmd    `cmd:"" help:"Show an instance's stored snapshot and timers (changes nothing)."`
 	History stateHistoryCmd `cmd:"" help:"Show an instance's audit trail (changes nothing)."`
 	Reset   stateResetCmd   `cmd:"" help:"Reset an instance: it starts afresh when next used; the reset goes in its audit trail."`
+	Delete  stateDeleteCmd  `cmd:"" help:"Delete an instance, whatever its status, with its audit trail: its workflow's cap counts it no more."`
+	Prune   statePruneCmd   `cmd:"" help:"Delete a workflow's instances that finished (--done) or are idle (--idle DURATION), with their audit trails."`
 }
 
 // openStore opens the store for an operator command: read-only unless
