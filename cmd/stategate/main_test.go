@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stategate/stategate/internal/pgtest"
 )
 
 const caseDir = "../../testdata/conformance"
@@ -121,8 +123,14 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	pg.Close()
+	os.Exit(code)
 }
+
+// pg is the test binary's PostgreSQL cluster, started by the first test
+// that needs it (those skip where PostgreSQL is not installed).
+var pg pgtest.Shared
 
 // runMain runs stategate with args and returns what it printed and its
 // exit status.

@@ -153,7 +153,6 @@ func lineOf(out, handle string) string {
 	return ""
 }
 
-
 // TestStateDelete deletes one instance, whatever its status: its record,
 // trail and place in the index go; one with a call waiting or in doubt
 // needs --force; an unknown one is not found; a server holding the
