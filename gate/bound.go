@@ -132,13 +132,13 @@ func (g *Gate) bind(b *Binding) {
 	c := *b
 	g.setMu.Lock()
 	g.bindings[c.name] = &c
-	told, err := g.serve(g.served.Load().sorted)
+	t, err := g.serve(g.served.Load().sorted)
 	g.setMu.Unlock()
 	if err != nil {
 		g.log.Error("cannot bind tool", "tool", c.name, "workflow", c.workflow, "err", err)
 		return
 	}
-	g.refreshAfter(context.Background(), told)
+	g.refreshAfter(context.Background(), t)
 }
 
 // Err returns why the binding is not served, when its workflow is served

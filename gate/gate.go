@@ -149,7 +149,14 @@ type Gate struct {
 	nameKey [32]byte
 
 	activity atomic.Uint64 // tool calls, tool lists and resource reads answered
-	origins  atomic.Uint64 // the bindings made (Binding.origin)
+	// lists counts the tool lists of sessions begun and the serves that
+	// had mcp-go tell every client (see told): which lists came after
+	// that told.
+	lists atomic.Uint64
+	// registered, when set (by a test), runs between the registration of
+	// a serve's tools with mcp-go and the swap of what is served.
+	registered func()
+	origins    atomic.Uint64 // the bindings made (Binding.origin)
 }
 
 // New makes a gate serving no workflow yet. Plug it into an mcp-go server
@@ -247,7 +254,7 @@ func (g *Gate) workflowList() []*workflow.Workflow { return g.served.Load().sort
 func (g *Gate) SetWorkflows(ws []*workflow.Workflow) error {
 	g.setMu.Lock()
 	before := g.served.Load()
-	told, err := g.serve(ws)
+	t, err := g.serve(ws)
 	if err == nil {
 		g.registerResources(before, g.served.Load())
 	}
@@ -255,7 +262,7 @@ func (g *Gate) SetWorkflows(ws []*workflow.Workflow) error {
 	if err != nil {
 		return err
 	}
-	g.refreshAfter(context.Background(), told)
+	g.refreshAfter(context.Background(), t)
 	return nil
 }
 
@@ -288,7 +295,7 @@ func (g *Gate) fileError(w *workflow.Workflow) string {
 func (g *Gate) changed(ctx context.Context, c workflow.Change) {
 	g.resourceChanged(ctx, c)
 	if c.Resync {
-		g.refreshAfter(ctx, false)
+		g.refreshAfter(ctx, told{})
 		return
 	}
 	if !c.Moved {

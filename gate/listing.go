@@ -202,6 +202,7 @@ func (g *Gate) listTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	}
 	s := g.sessionOf(ctx)
 	if s != nil {
+		s.listed.Store(g.lists.Add(1))
 		s.notified.Store(false) // it sees the list now
 		s.setPrincipal(g.principalOf(ctx))
 	}
@@ -271,11 +272,14 @@ func (g *Gate) refresh(ctx context.Context, m *workflow.Workflow, handle string)
 }
 
 // refreshAfter tells the sessions whose list changed after what the gate
-// serves changed; when every client was told already (told), it records
-// what each session sees now, and tells nobody again.
-func (g *Gate) refreshAfter(ctx context.Context, told bool) {
+// serves changed. When every client was told already (mcp-go tells them
+// as tools are registered, t.all), it records what each session sees
+// now and tells it nothing again, but a session that listed since
+// mcp-go told it (after t.fence): its list, made before the gate served
+// the change, may be the old one, and it is told if it differs.
+func (g *Gate) refreshAfter(ctx context.Context, t told) {
 	for _, s := range g.allSessions() {
-		if told {
+		if t.all && s.listed.Load() < t.fence {
 			g.shownTo(ctx, s)
 		} else {
 			g.refreshSession(ctx, s)

@@ -26,6 +26,9 @@ type session struct {
 	// the session saw.
 	notified  atomic.Bool
 	streaming atomic.Bool // notifications reach the client as they are sent
+	// listed is the Gate's lists count when the session's last tool list
+	// began (see told).
+	listed atomic.Uint64
 	// answered is set on a session of the gate's own HTTP endpoint,
 	// whose answers the gate writes list_changed into itself (see
 	// tellListChanged); pending is set while one waits for its next

@@ -82,9 +82,9 @@ type served struct {
 }
 
 // serve makes the tools of workflows and of the bindings to them, and
-// serves them (under setMu). told reports that every client was told its
-// tool list changed (mcp-go does when tools are registered or removed).
-func (g *Gate) serve(ms []*workflow.Workflow) (told bool, err error) {
+// serves them (under setMu). It says what clients were told (told): mcp-go
+// tells every client when tools are registered or removed.
+func (g *Gate) serve(ms []*workflow.Workflow) (t told, err error) {
 	tools := map[string]*toolRef{}
 	ids := map[string]*workflow.Workflow{}
 	add := func(name string, ref toolRef) error {
@@ -153,14 +153,14 @@ func (g *Gate) serve(ms []*workflow.Workflow) (told bool, err error) {
 	bound := map[string][]*Binding{}
 	for _, m := range ms {
 		if other, dup := ids[m.ID]; dup {
-			return false, fmt.Errorf("%w: machine id %q is used by %s and %s", workflow.ErrToolClash, m.ID, other.File, m.File)
+			return told{}, fmt.Errorf("%w: machine id %q is used by %s and %s", workflow.ErrToolClash, m.ID, other.File, m.File)
 		}
 		ids[m.ID] = m
 		for _, t := range m.Tools {
 			if t.Upstream != "" {
 				b := g.boundUpstream(m, t, us)
 				if err := add(t.Name, toolRef{m: m, kind: boundTool, binding: b}); err != nil {
-					return false, err
+					return told{}, err
 				}
 				bound[m.ID] = append(bound[m.ID], b)
 				continue
@@ -169,7 +169,7 @@ func (g *Gate) serve(ms []*workflow.Workflow) (told bool, err error) {
 				continue
 			}
 			if err := add(t.Name, toolRef{m: m, kind: eventTool, tool: t}); err != nil {
-				return false, err
+				return told{}, err
 			}
 		}
 		for _, st := range m.StateTools {
@@ -177,17 +177,17 @@ func (g *Gate) serve(ms []*workflow.Workflow) (told bool, err error) {
 			orig, _ := us.tool(st.Upstream)
 			ref := toolRef{m: m, kind: stateTool, state: st, full: def, compact: def, keepHandle: takesArg(orig, m.HandleKey)}
 			if err := add(st.Name, ref); err != nil {
-				return false, err
+				return told{}, err
 			}
 		}
 		if err := add(m.StatusTool, toolRef{m: m, kind: statusTool}); err != nil {
-			return false, err
+			return told{}, err
 		}
 		if err := add(m.ResetTool, toolRef{m: m, kind: resetTool}); err != nil {
-			return false, err
+			return told{}, err
 		}
 		if err := add(m.StartTool, toolRef{m: m, kind: startTool}); err != nil {
-			return false, err
+			return told{}, err
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(g.bindings)) {
@@ -197,7 +197,7 @@ func (g *Gate) serve(ms []*workflow.Workflow) (told bool, err error) {
 			continue // not served (now): the tool is not listed
 		}
 		if err := add(name, toolRef{m: m, kind: boundTool, binding: b}); err != nil {
-			return false, err
+			return told{}, err
 		}
 		bound[m.ID] = append(bound[m.ID], b)
 	}
@@ -211,7 +211,7 @@ func (g *Gate) serve(ms []*workflow.Workflow) (told bool, err error) {
 			continue
 		}
 		if err := add(name, *pass[name]); err != nil {
-			return false, err
+			return told{}, err
 		}
 	}
 	for name, both := range clashes {
@@ -226,9 +226,16 @@ func (g *Gate) serve(ms []*workflow.Workflow) (told bool, err error) {
 	// them, and old ones removed after, so that a call never finds a tool
 	// in one and not the other.
 	static := staticVersion(tools)
+	// mcp-go tells every client as it registers tools, before what the
+	// gate serves is swapped below: a session that lists between the two
+	// is shown what was served, and is to be told again (refreshAfter).
+	t.fence = g.lists.Add(1)
 	changed := g.registerTools(tools, prev)
+	if g.registered != nil {
+		g.registered()
+	}
 	if err := g.inst.SetWorkflows(sorted...); err != nil {
-		return false, err // the ids were checked above: not reached
+		return told{}, err // the ids were checked above: not reached
 	}
 	old := g.served.Swap(&served{machines: ids, tools: tools, sorted: sorted, bound: bound, boundEvents: boundEvents, upstreams: us.version, static: static})
 	if g.unregisterTools(prev, tools) {
@@ -241,7 +248,17 @@ func (g *Gate) serve(ms []*workflow.Workflow) (told bool, err error) {
 		srv.SendNotificationToAllClients(string(mcp.MethodNotificationToolsListChanged), nil)
 		changed = true
 	}
-	return changed && g.srv.Load() != nil, nil
+	t.all = changed && g.srv.Load() != nil
+	return t, nil
+}
+
+// told is what a serve told clients: whether mcp-go told every client
+// that its list changed (all), and the count of lists at that moment
+// (fence): a session's list begun after it was made of what was served
+// before.
+type told struct {
+	all   bool
+	fence uint64
 }
 
 // staticVersion hashes the tool list of revision 2026-07-28 clients.

@@ -45,13 +45,13 @@ type Upstreams interface {
 // changes are told.
 func (g *Gate) upstreamsChanged() {
 	g.setMu.Lock()
-	told, err := g.serve(g.served.Load().sorted)
+	t, err := g.serve(g.served.Load().sorted)
 	g.setMu.Unlock()
 	if err != nil {
 		g.log.Error("cannot serve the upstream tools", "err", err)
 		return
 	}
-	g.refreshAfter(context.Background(), told)
+	g.refreshAfter(context.Background(), t)
 }
 
 // upstreamSet is the upstream tools as one serve sees them.
