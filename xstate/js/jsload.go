@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -145,7 +146,7 @@ func (h *Host) loadModule(ctx context.Context, root *xstate.Root, file string, r
 		d := xstate.Diagnostic{File: file, Msg: msg}
 		var ex *goja.Exception
 		if errors.As(err, &ex) {
-			d.File, d.Line, d.Column = thrownAt(ex, file, files)
+			d.File, d.Line, d.Column = thrownAt(ex, file, b.wd, files)
 		}
 		return nil, nil, nil, &xstate.LoadError{File: file, Diags: []xstate.Diagnostic{d}, Err: err}
 	}
@@ -157,22 +158,29 @@ func (h *Host) loadModule(ctx context.Context, root *xstate.Root, file string, r
 // absolute) the exception its top-level code threw was thrown: the file,
 // line and column of the innermost frame that goja placed, through the
 // bundle's source map, in one of them; file and no line when none is.
-func thrownAt(ex *goja.Exception, file string, files []string) (string, int, int) {
-	known := map[string]bool{file: true}
-	for _, f := range files {
-		known[f] = true
+//
+// goja names a mapped frame's file by the source map's path (relative
+// to wd, where esbuild ran) joined to the module's folder, which is not
+// the file's path unless the module is in wd: each file is known by the
+// name goja gives it.
+func thrownAt(ex *goja.Exception, file, wd string, files []string) (string, int, int) {
+	known := map[string]string{}
+	for _, f := range append(slices.Clone(files), file) { // the module last: named as it was given
+		abs, err := filepath.Abs(f)
+		if err != nil {
+			continue
+		}
+		if rel, err := filepath.Rel(wd, abs); err == nil && wd != "" {
+			known[filepath.Join(filepath.Dir(file), filepath.ToSlash(rel))] = f
+		}
 	}
-	abs, _ := filepath.Abs(file)
 	for _, fr := range ex.Stack() {
 		p := fr.Position()
 		if p.Line <= 0 {
 			continue
 		}
-		switch {
-		case p.Filename == file || p.Filename == abs:
-			return file, p.Line, p.Column
-		case known[p.Filename]:
-			return p.Filename, p.Line, p.Column
+		if f, ok := known[filepath.Clean(p.Filename)]; ok {
+			return f, p.Line, p.Column
 		}
 	}
 	return file, 0, 0
