@@ -389,8 +389,8 @@ func (r *configReader) place(ps []Problem) {
 	lc, _ := r.fns.(Locator)
 	for i := range ps {
 		p := &ps[i]
-		if p.Path == nil && p.State == "" {
-			continue
+		if p.Line > 0 || p.Path == nil && p.State == "" {
+			continue // placed already (a missing name), or not at a key
 		}
 		if p.Path == nil {
 			p.Path = stateAt(r.states, p.State)
