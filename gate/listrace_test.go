@@ -47,9 +47,10 @@ func TestListBetweenRegisterAndServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.SetRegistered(nil)
-	// Told again, the client lists what is served.
-	c.AwaitTools("the new description", func(ts map[string]mcp.Tool) bool { return ts["lamp_switch"].Description == "Light the room." })
-	if n := len(c.Notifications(method)); n <= before {
-		t.Errorf("list_changed: %d, want more than %d", n, before)
+	// Told again (its list differs from the one it was shown), the client
+	// lists what is served.
+	c.AwaitNotification(method, func(mcp.JSONRPCNotification) bool { return len(c.Notifications(method)) > before })
+	if d := c.Tools()["lamp_switch"].Description; d != "Light the room." {
+		t.Errorf("after the serve: %q", d)
 	}
 }
