@@ -30,22 +30,11 @@ var ErrInDoubt = errors.New("the instance has a call of a bound tool in doubt")
 // it); nothing is deleted. One that was never stored is
 // store.ErrNotFound.
 func (x *Instances) Delete(ctx context.Context, workflow, handle, note string) error {
-	w, err := x.served(workflow, handle)
-	if err != nil {
-		return err
-	}
-	h, err := x.Hold(ctx, w, handle)
+	w, h, in, err := x.holdStored(ctx, workflow, handle)
 	if err != nil {
 		return err
 	}
 	defer h.Release()
-	in, err := h.Load(ctx)
-	if err != nil {
-		return err
-	}
-	if in.Version == 0 {
-		return fmt.Errorf("%s %s: %w", workflow, handle, store.ErrNotFound)
-	}
 	if p := in.Pending; p != nil {
 		return fmt.Errorf("%s %s: %w: %s (called by %s) waits; approve or decline it first, then delete the instance", workflow, handle, ErrPending, p.Tool, p.Principal.Sub)
 	}

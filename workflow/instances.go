@@ -910,6 +910,29 @@ func (x *Instances) InDoubt(ctx context.Context, workflow, handle string) ([]sto
 	return out, nil
 }
 
+// holdStored holds a stored instance of a served workflow for an
+// operator's act (Reset, Delete) and loads it: one never stored is
+// store.ErrNotFound. The caller releases the hold.
+func (x *Instances) holdStored(ctx context.Context, workflow, handle string) (*Workflow, *Hold, *Instance, error) {
+	w, err := x.served(workflow, handle)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	h, err := x.Hold(ctx, w, handle)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	in, err := h.Load(ctx)
+	if err == nil && in.Version == 0 {
+		err = fmt.Errorf("%s %s: %w", workflow, handle, store.ErrNotFound)
+	}
+	if err != nil {
+		h.Release()
+		return nil, nil, nil, err
+	}
+	return w, h, in, nil
+}
+
 // ErrActive is returned by Reset for an instance that is still active.
 var ErrActive = errors.New("the instance is still active: only a done or failed instance is reset")
 
@@ -921,22 +944,11 @@ var ErrActive = errors.New("the instance is still active: only a done or failed 
 // are told. An active instance is ErrActive; one that was never stored
 // is store.ErrNotFound.
 func (x *Instances) Reset(ctx context.Context, workflow, handle, note string) error {
-	w, err := x.served(workflow, handle)
-	if err != nil {
-		return err
-	}
-	h, err := x.Hold(ctx, w, handle)
+	w, h, in, err := x.holdStored(ctx, workflow, handle)
 	if err != nil {
 		return err
 	}
 	defer h.Release()
-	in, err := h.Load(ctx)
-	if err != nil {
-		return err
-	}
-	if in.Version == 0 {
-		return fmt.Errorf("%s %s: %w", workflow, handle, store.ErrNotFound)
-	}
 	if in.Snapshot.Status == interp.StatusActive {
 		return fmt.Errorf("%s %s: %w", workflow, handle, ErrActive)
 	}
